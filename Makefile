@@ -1,0 +1,41 @@
+# PGXS build of statesman (C++17). EXTVERSION comes from the control file only.
+EXTENSION  = statesman
+EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
+
+MODULE_big = statesman
+OBJS = \
+	src/pg/module.o \
+	src/pg/guard.o \
+	src/pg/functions.o \
+	src/store/names.o
+
+DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
+DATA       = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*--*.sql))
+EXTRA_CLEAN = sql/$(EXTENSION)--$(EXTVERSION).sql
+
+PG_CPPFLAGS = -I$(CURDIR)/include
+PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -fno-omit-frame-pointer
+SHLIB_LINK  = -lstdc++
+
+# No JIT bitcode: the C++ parts are not meant for LLVM inlining.
+override with_llvm = no
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql $(EXTENSION).control
+	cp $< $@
+
+.PHONY: test bench demo lint
+test:
+	./scripts/test
+
+bench:
+	./scripts/bench
+
+demo:
+	./scripts/demo
+
+lint:
+	cppcheck --quiet --enable=warning,performance,portability --std=c++17 -Iinclude src

@@ -1,0 +1,239 @@
+--
+-- store: the store's identity, writing records, reading the ledger, retention.
+--
+-- Values that differ between runs (epochs, timestamps, positions) are shown as
+-- booleans or relative to a value captured earlier in the run.
+--
+CREATE EXTENSION IF NOT EXISTS statesman;
+
+-- settle(): gives a feed position to everything committed so far, by calling
+-- statesman.sequence_feed() until nothing committed is left without one. It
+-- retries while another session (such as a background worker) is sequencing.
+CREATE FUNCTION pg_temp.settle() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..1000 LOOP
+    PERFORM statesman.sequence_feed();
+    IF NOT EXISTS (SELECT FROM statesman.history WHERE global_position IS NULL) THEN
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  RETURN false;
+END $$;
+
+--
+-- A new store is named after its database, has an epoch and an empty feed.
+--
+SELECT store = current_database() AS named_after_database,
+       epoch IS NOT NULL AS has_epoch,
+       head_position,
+       oldest_position
+  FROM statesman.store_info();
+
+SELECT statesman.head_position() IS NULL AS empty_feed_has_no_head;
+
+-- Seeding a cursor on an empty feed seeds at the head, which is "nothing yet":
+-- the cursor stays unset (a cursor position is never 0).
+SELECT statesman.seed_cursor('seeded-on-empty-feed') IS NULL AS seeded_at_null_head;
+SELECT statesman.cursor_position('seeded-on-empty-feed') IS NULL AS still_unset;
+
+--
+-- reset_epoch() gives the store a new position lineage.
+--
+SELECT epoch AS epoch_before_reset FROM statesman.store_info() \gset
+SELECT statesman.reset_epoch() AS reset_result \gset
+SELECT epoch <> :'epoch_before_reset'::uuid AS epoch_changed,
+       epoch IS NOT NULL AS has_epoch
+  FROM statesman.store_info();
+
+--
+-- set_store_name(): any name matching ^[A-Za-z0-9_.-]{1,63}$, kept as given,
+-- while the feed is empty.
+--
+SELECT statesman.set_store_name(repeat('n', 63)) AS set_result \gset
+SELECT length(store) AS longest_name FROM statesman.store_info();
+SELECT statesman.set_store_name('Shop-EU_1.test') AS set_result \gset
+SELECT store FROM statesman.store_info();
+SELECT statesman.set_store_name('shop-eu_1.test') AS set_result \gset
+SELECT store FROM statesman.store_info();
+
+--
+-- Root declarations: stored under the lower-cased root name; declaring again
+-- replaces the declaration.
+--
+SELECT statesman.declare_root('Orders', fingerprint => 'orders-fp-1') AS declare_result \gset
+SELECT statesman.declare_root('ORDERS', fingerprint => 'orders-fp-2') AS declare_result \gset
+SELECT statesman.declare_root('Blobs', content_type => 'application/x-protobuf',
+                              fingerprint => 'blobs-fp') AS declare_result \gset
+SELECT statesman.declare_root('keep2', max_revisions => 2) AS declare_result \gset
+SELECT statesman.declare_root('cap10', max_bytes => 10) AS declare_result \gset
+SELECT statesman.declare_root('keepall', max_revisions => NULL, max_bytes => NULL) AS declare_result \gset
+SELECT root, fingerprint, content_type, max_revisions, max_bytes
+  FROM statesman.roots ORDER BY root;
+
+--
+-- append(): returns (address, revision). The address is lower(root) || '/' ||
+-- path, with '@' || partition after the root when a partition is given; root
+-- is case-insensitive, path and partition are kept as given.
+--
+SELECT * FROM statesman.append('Orders', 'o/1', '{"total": 10}');
+SELECT * FROM statesman.append('ORDERS', 'o/1', '{"total": 11}');
+
+-- The feed is no longer empty (even before anything is sequenced): the store
+-- name can no longer change, as it is part of every message id.
+\set VERBOSITY sqlstate
+SELECT statesman.set_store_name('renamed');
+\set VERBOSITY default
+SELECT store FROM statesman.store_info();
+
+SELECT * FROM statesman.append('orders', 'o/1', '{"total": 12}', partition => 'eu-West.1');
+SELECT * FROM statesman.append('Orders', 'O/1', '{"total": 13}');
+SELECT * FROM statesman.append('Orders', 'a path/with spaces/ünïcode#?', '[1, "two", null]');
+-- Limits that are still valid: 63-character root and partition, 1024-byte path.
+SELECT length(address) AS address_length, revision
+  FROM statesman.append(repeat('R', 63), 'p', '{}', partition => repeat('P', 63));
+SELECT octet_length(address) AS address_bytes, revision
+  FROM statesman.append('Orders', repeat('é', 512), '{}');
+
+-- append_bytes(): any bytes, the caller's content type and serializer id.
+SELECT * FROM statesman.append_bytes('Blobs', 'b/1', '\x00ff10'::bytea,
+                                     'application/octet-stream', 'proto.v1');
+-- No content type given: the root's declared one applies.
+SELECT * FROM statesman.append_bytes('Blobs', 'b/1', '\x01'::bytea, NULL);
+-- No content type given, none declared: the record has none.
+SELECT * FROM statesman.append_bytes('Plain', 'b/1', '\x02'::bytea, NULL);
+
+-- append_delete(): a tombstone, the next revision of the address.
+SELECT * FROM statesman.append_delete('Orders', 'o/1');
+SELECT * FROM statesman.append_delete('Orders', 'o/1', 'eu-West.1');
+-- append() with operation 'delete' and no payload is a tombstone as well.
+SELECT * FROM statesman.append('Orders', 'o/2', NULL, operation => 'delete');
+
+--
+-- current(): the latest record of an address, or no row.
+--
+SELECT address, revision, operation, payload IS NULL AS no_payload
+  FROM statesman.current('orders', 'o/1');
+SELECT address, revision, operation, convert_from(payload, 'UTF8') AS payload
+  FROM statesman.current('ORDERS', 'o/1', 'eu-West.1')
+UNION ALL
+SELECT address, revision, operation, convert_from(payload, 'UTF8')
+  FROM statesman.current('Orders', 'O/1');
+SELECT count(*) AS rows_for_unknown_address FROM statesman.current('orders', 'nope');
+SELECT count(*) AS rows_for_other_partition FROM statesman.current('orders', 'o/1', 'other');
+
+--
+-- history(): every retained revision, with the record's envelope.
+--
+SELECT root, path, partition, address, revision, operation, status,
+       convert_from(payload, 'UTF8') AS payload, fingerprint, content_type,
+       serializer_id
+  FROM statesman.history('Orders', 'o/1')
+ ORDER BY revision;
+SELECT address, revision, operation, payload, fingerprint, content_type, serializer_id
+  FROM statesman.history('blobs', 'b/1')
+ ORDER BY revision;
+SELECT address, revision, payload, fingerprint, content_type, serializer_id
+  FROM statesman.history('plain', 'b/1');
+SELECT address, revision, operation, payload IS NULL AS no_payload
+  FROM statesman.history('orders', 'o/2');
+SELECT count(*) AS rows_for_unknown_address FROM statesman.history('orders', 'nope');
+
+-- A jsonb payload is stored as its text with content type application/json.
+SELECT convert_from(payload, 'UTF8') AS payload, content_type
+  FROM statesman.current('orders', 'a path/with spaces/ünïcode#?');
+
+-- Every record has an occurrence time.
+SELECT bool_and(occurred_at IS NOT NULL) AS all_have_occurred_at
+  FROM statesman.history('orders', 'o/1');
+
+--
+-- Retention by max_revisions (root keep2 keeps the newest 2 revisions).
+-- Pruning happens after an append and only removes records already
+-- sequenced into the feed: sequence_feed() is called between appends here
+-- (through settle()).
+--
+SELECT revision FROM statesman.append('keep2', 'k', '1');
+SELECT statesman.sequence_feed() IS NOT NULL AS sequence_feed_returns_head;
+SELECT pg_temp.settle() AS sequenced;
+SELECT revision FROM statesman.append('keep2', 'k', '2');
+SELECT pg_temp.settle() AS sequenced;
+SELECT revision FROM statesman.history('keep2', 'k') ORDER BY revision;
+-- Revision 3: the newest two are 2 and 3; revision 1 was sequenced, so it goes.
+SELECT revision FROM statesman.append('keep2', 'k', '3');
+SELECT revision FROM statesman.history('keep2', 'k') ORDER BY revision;
+SELECT pg_temp.settle() AS sequenced;
+-- In one transaction nothing written by the transaction itself is sequenced
+-- (it is not committed). Revision 4 prunes 2, revision 5 prunes 3 (both
+-- sequenced), revision 6 cannot prune the unsequenced revision 4: three stay.
+BEGIN;
+SELECT revision FROM statesman.append('keep2', 'k', '4');
+SELECT revision FROM statesman.append('keep2', 'k', '5');
+SELECT revision FROM statesman.append('keep2', 'k', '6');
+SELECT revision FROM statesman.history('keep2', 'k') ORDER BY revision;
+COMMIT;
+SELECT pg_temp.settle() AS sequenced;
+-- Once 4, 5 and 6 are sequenced, the next append prunes down to two again.
+-- Revisions are never reused after pruning.
+SELECT revision FROM statesman.append('KEEP2', 'k', '7');
+SELECT revision FROM statesman.history('keep2', 'k') ORDER BY revision;
+-- Retention is per address: another partition of the same path has its own revisions.
+SELECT address, revision FROM statesman.append('keep2', 'k', '1', partition => 'p');
+SELECT pg_temp.settle() AS sequenced;
+SELECT address, revision FROM statesman.append('keep2', 'k', '2', partition => 'p');
+SELECT pg_temp.settle() AS sequenced;
+SELECT address, revision FROM statesman.append('keep2', 'k', '3', partition => 'p');
+SELECT address, revision FROM statesman.history('keep2', 'k', 'p') ORDER BY revision;
+SELECT revision FROM statesman.history('keep2', 'k') ORDER BY revision;
+-- A pruned record leaves the feed too.
+SELECT pg_temp.settle() AS sequenced;
+SELECT address, revision FROM statesman.read_feed(root => 'keep2') WHERE address = 'keep2/k' ORDER BY global_position;
+
+--
+-- Retention by max_bytes (root cap10 keeps the newest revisions whose payload
+-- bytes add up to at most 10; the newest always stays).
+--
+SELECT revision FROM statesman.append_bytes('cap10', 'c', '\x0102030405'::bytea, 'application/octet-stream');
+SELECT pg_temp.settle() AS sequenced;
+SELECT revision FROM statesman.append_bytes('cap10', 'c', '\x01020304'::bytea, 'application/octet-stream');
+SELECT pg_temp.settle() AS sequenced;
+-- 4 + 5 = 9 bytes: both stay.
+SELECT revision, octet_length(payload) AS bytes FROM statesman.history('cap10', 'c') ORDER BY revision;
+SELECT revision FROM statesman.append_bytes('cap10', 'c', '\x010203'::bytea, 'application/octet-stream');
+-- 3 + 4 = 7 fits, 3 + 4 + 5 = 12 does not: revision 1 goes.
+SELECT revision, octet_length(payload) AS bytes FROM statesman.history('cap10', 'c') ORDER BY revision;
+SELECT pg_temp.settle() AS sequenced;
+SELECT revision FROM statesman.append_bytes('cap10', 'c', '\x000102030405060708090a0b0c0d0e0f10111213'::bytea, 'application/octet-stream');
+-- 20 bytes alone exceed the limit: the newest stays, all older ones go.
+SELECT revision, octet_length(payload) AS bytes FROM statesman.history('cap10', 'c') ORDER BY revision;
+SELECT pg_temp.settle() AS sequenced;
+-- A tombstone has no payload bytes; with the 20-byte revision it is over the
+-- limit, so only the tombstone stays.
+SELECT revision FROM statesman.append_delete('cap10', 'c');
+SELECT revision, operation, octet_length(payload) AS bytes FROM statesman.history('cap10', 'c') ORDER BY revision;
+
+--
+-- KeepAll: roots declared without limits (keepall; orders, which only has a
+-- fingerprint) and undeclared roots keep every revision.
+--
+SELECT pg_temp.settle() AS sequenced;
+SELECT count(*) AS appended FROM generate_series(1, 4) i,
+       LATERAL statesman.append('keepall', 'k', to_jsonb(i));
+SELECT count(*) AS appended FROM generate_series(1, 4) i,
+       LATERAL statesman.append('undeclared', 'k', to_jsonb(i));
+SELECT pg_temp.settle() AS sequenced;
+SELECT revision FROM statesman.append('keepall', 'k', '5');
+SELECT revision FROM statesman.append('undeclared', 'k', '5');
+SELECT array_agg(revision ORDER BY revision) AS keepall_revisions FROM statesman.history('keepall', 'k');
+SELECT array_agg(revision ORDER BY revision) AS undeclared_revisions FROM statesman.history('undeclared', 'k');
+SELECT array_agg(revision ORDER BY revision) AS orders_revisions FROM statesman.history('orders', 'o/1');
+
+--
+-- store_info() follows the feed.
+--
+SELECT pg_temp.settle() AS sequenced;
+SELECT i.store,
+       i.head_position = statesman.head_position() AS head_matches,
+       i.head_position = (SELECT max(global_position) FROM statesman.history) AS head_is_max,
+       i.oldest_position = (SELECT min(global_position) FROM statesman.history) AS oldest_is_min
+  FROM statesman.store_info() i;
