@@ -7,7 +7,9 @@ OBJS = \
 	src/pg/module.o \
 	src/pg/guard.o \
 	src/pg/functions.o \
-	src/store/names.o
+	src/pg/message_fn.o \
+	src/store/names.o \
+	src/store/message.o
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA       = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*--*.sql))

@@ -391,6 +391,19 @@ $$;
 COMMENT ON FUNCTION statesman.sequence_feed(integer) IS
     'gives feed positions to up to max_records committed records; returns the head position';
 
+-- Builds one statesman.state-change/v1 message (SPEC §5); serializerId is omitted when NULL.
+CREATE FUNCTION statesman._message(
+    store text, epoch uuid, address text, root text, path text, partition text, revision bigint,
+    global_position bigint, occurred_at timestamptz, operation text, status text, value_type text,
+    schema_version integer, source text, fingerprint text, content_type text, serializer_id text,
+    payload bytea, correlation_id text, causation_id text, metadata jsonb, error text)
+    RETURNS jsonb
+    LANGUAGE c IMMUTABLE PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'statesman_message';
+COMMENT ON FUNCTION statesman._message(text, uuid, text, text, text, text, bigint, bigint, timestamptz,
+    text, text, text, integer, text, text, text, text, bytea, text, text, jsonb, text) IS
+    'one statesman.state-change/v1 message built from a record''s fields';
+
 CREATE FUNCTION statesman.read_feed(
     after bigint DEFAULT NULL, max_records integer DEFAULT 1000, root text DEFAULT NULL)
     RETURNS TABLE (global_position bigint, message_id text, address text, revision bigint,
@@ -429,33 +442,12 @@ BEGIN
            v_store || '/' || h.address || '#' || h.revision,
            h.address,
            h.revision,
-           jsonb_build_object(
-               'schema', 'statesman.state-change/v1',
-               'messageId', v_store || '/' || h.address || '#' || h.revision,
-               'store', v_store,
-               'root', h.root,
-               'path', h.path,
-               'partition', h.partition,
-               'address', h.address,
-               'revision', h.revision,
-               'globalPosition', h.global_position,
-               'epoch', v_epoch,
-               'occurredAt', to_char(h.occurred_at AT TIME ZONE 'UTC',
-                                     'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'),
-               'operation', h.operation,
-               'status', h.status,
-               'valueType', h.value_type,
-               'schemaVersion', h.schema_version,
-               'source', h.source,
-               'fingerprint', COALESCE(h.fingerprint, r.fingerprint),
-               'contentType', COALESCE(h.content_type, r.content_type),
-               'payload', translate(encode(h.payload, 'base64'), E'\n', ''),
-               'correlationId', h.correlation_id,
-               'causationId', h.causation_id,
-               'metadata', h.metadata,
-               'error', h.error)
-           || CASE WHEN h.serializer_id IS NULL THEN '{}'::jsonb
-                   ELSE jsonb_build_object('serializerId', h.serializer_id) END
+           statesman._message(
+               v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
+               h.global_position, h.occurred_at, h.operation, h.status, h.value_type,
+               h.schema_version, h.source, COALESCE(h.fingerprint, r.fingerprint),
+               COALESCE(h.content_type, r.content_type), h.serializer_id, h.payload,
+               h.correlation_id, h.causation_id, h.metadata, h.error)
     FROM statesman.history h
     LEFT JOIN statesman.roots r ON r.root = h.root
     WHERE h.global_position > COALESCE(read_feed.after, 0)
