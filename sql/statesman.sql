@@ -143,6 +143,21 @@ END
 $$;
 COMMENT ON FUNCTION statesman._require(anyelement, text) IS 'raises 22004 when value is NULL';
 
+-- Validates a store, root or feed name: ^[A-Za-z0-9_.-]{1,63}$.
+CREATE FUNCTION statesman._check_name(value text, argument text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    PERFORM statesman._require(value, argument);
+    IF value !~ '^[A-Za-z0-9_.-]{1,63}$' THEN
+        RAISE EXCEPTION '% must match ^[A-Za-z0-9_.-]{1,63}$', argument
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_name(text, text) IS 'validates a store, root or feed name';
+
 -- Validates an outbox or consumer id: ^[A-Za-z0-9_.:-]{1,63}$.
 CREATE FUNCTION statesman._check_id(value text, argument text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -180,11 +195,7 @@ CREATE FUNCTION statesman.set_store_name(name text) RETURNS text
     SET search_path = pg_catalog, pg_temp
     AS $$
 BEGIN
-    PERFORM statesman._require(name, 'name');
-    IF name !~ '^[A-Za-z0-9_.-]{1,63}$' THEN
-        RAISE EXCEPTION 'store name must match ^[A-Za-z0-9_.-]{1,63}$'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM statesman._check_name(name, 'name');
     -- Message ids embed the store name; renaming after records exist would change them.
     LOCK TABLE statesman.history IN SHARE MODE;
     IF EXISTS (SELECT FROM statesman.history) THEN
@@ -222,11 +233,7 @@ CREATE FUNCTION statesman.declare_root(
     SET search_path = pg_catalog, pg_temp
     AS $$
 BEGIN
-    PERFORM statesman._require(declare_root.root, 'root');
-    IF declare_root.root !~ '^[A-Za-z0-9_.-]{1,63}$' THEN
-        RAISE EXCEPTION 'root must match ^[A-Za-z0-9_.-]{1,63}$'
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM statesman._check_name(declare_root.root, 'root');
     IF declare_root.max_revisions < 1 THEN
         RAISE EXCEPTION 'max_revisions must be at least 1 (or NULL to keep all)'
             USING ERRCODE = 'invalid_parameter_value';
@@ -298,18 +305,22 @@ COMMENT ON FUNCTION statesman.append_delete(text, text, text, text, text, intege
 -- Reading the ledger
 -------------------------------------------------------------------------------
 
+-- The record columns of the ledger, in statesman.record's order.
+CREATE VIEW statesman._records AS
+    SELECT h.root, h.path, h.partition, h.address, h.revision, h.global_position, h.occurred_at,
+           h.operation, h.status, h.value_type, h.schema_version, h.source, h.payload,
+           h.fingerprint, h.content_type, h.serializer_id, h.correlation_id, h.causation_id,
+           h.error, h.metadata, h.fresh_until, h.serve_until
+    FROM statesman.history h;
+
 CREATE FUNCTION statesman.history(root text, path text, partition text DEFAULT '')
     RETURNS SETOF statesman.record
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT h.root, h.path, h.partition, h.address, h.revision, h.global_position, h.occurred_at,
-           h.operation, h.status, h.value_type, h.schema_version, h.source, h.payload,
-           h.fingerprint, h.content_type, h.serializer_id, h.correlation_id, h.causation_id,
-           h.error, h.metadata, h.fresh_until, h.serve_until
-    FROM statesman.history h
-    WHERE h.address = statesman.address_of(history.root, history.path, history.partition)
-    ORDER BY h.revision
+    SELECT r.* FROM statesman._records r
+    WHERE r.address = statesman.address_of(history.root, history.path, history.partition)
+    ORDER BY r.revision
 $$;
 COMMENT ON FUNCTION statesman.history(text, text, text) IS
     'every retained revision of an address, oldest first';
@@ -319,13 +330,9 @@ CREATE FUNCTION statesman.current(root text, path text, partition text DEFAULT '
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT h.root, h.path, h.partition, h.address, h.revision, h.global_position, h.occurred_at,
-           h.operation, h.status, h.value_type, h.schema_version, h.source, h.payload,
-           h.fingerprint, h.content_type, h.serializer_id, h.correlation_id, h.causation_id,
-           h.error, h.metadata, h.fresh_until, h.serve_until
-    FROM statesman.history h
-    WHERE h.address = statesman.address_of(current.root, current.path, current.partition)
-    ORDER BY h.revision DESC
+    SELECT r.* FROM statesman._records r
+    WHERE r.address = statesman.address_of(current.root, current.path, current.partition)
+    ORDER BY r.revision DESC
     LIMIT 1
 $$;
 COMMENT ON FUNCTION statesman.current(text, text, text) IS
@@ -423,9 +430,8 @@ BEGIN
     IF read_feed.after < 0 THEN
         RAISE EXCEPTION 'after must not be negative' USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF read_feed.root IS NOT NULL AND read_feed.root !~ '^[A-Za-z0-9_.-]{1,63}$' THEN
-        RAISE EXCEPTION 'root must match ^[A-Za-z0-9_.-]{1,63}$'
-            USING ERRCODE = 'invalid_parameter_value';
+    IF read_feed.root IS NOT NULL THEN
+        PERFORM statesman._check_name(read_feed.root, 'root');
     END IF;
 
     -- Sequence on demand, but only in a transaction of its own: inside BEGIN … COMMIT the
@@ -551,10 +557,7 @@ DECLARE
     stored boolean;
 BEGIN
     PERFORM statesman._check_id(mark_applied.consumer, 'consumer');
-    PERFORM statesman._require(mark_applied.feed, 'feed');
-    IF mark_applied.feed !~ '^[A-Za-z0-9_.-]{1,63}$' THEN
-        RAISE EXCEPTION 'feed must match ^[A-Za-z0-9_.-]{1,63}$' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM statesman._check_name(mark_applied.feed, 'feed');
     PERFORM statesman._require(mark_applied.epoch, 'epoch');
     PERFORM statesman._require(mark_applied."position", 'position');
     IF mark_applied."position" < 0 THEN
