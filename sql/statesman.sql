@@ -30,7 +30,9 @@ CREATE TABLE statesman.roots (
 -- The ledger and the feed. A committed record has global_position NULL until the sequencer
 -- gives it one (see statesman.sequence_feed); id is the insert order.
 CREATE TABLE statesman.history (
-    id              bigint GENERATED ALWAYS AS IDENTITY,
+    -- Insert order. CACHE 1 matters: the sequencer relies on a later revision of an address
+    -- always having a larger id than the earlier one, which per-backend caching would break.
+    id              bigint GENERATED ALWAYS AS IDENTITY (CACHE 1),
     address         text NOT NULL,
     root            text NOT NULL,
     path            text NOT NULL,
@@ -62,7 +64,8 @@ CREATE INDEX history_unsequenced ON statesman.history (id)
 
 -- Feed positions. A sequence, not a counter row: a position handed out by a sequencer run
 -- that later rolls back is burnt, never reused for another record.
-CREATE SEQUENCE statesman.feed_position_seq AS bigint MINVALUE 1 NO CYCLE;
+-- Never move it backwards (setval): positions must only grow.
+CREATE SEQUENCE statesman.feed_position_seq AS bigint MINVALUE 1 NO CYCLE CACHE 1;
 
 -- Durable cursors, keyed by outbox (or external consumer) id. Positions only move forward
 -- through advance_cursor.
@@ -157,6 +160,21 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION statesman._check_name(text, text) IS 'validates a store, root or feed name';
+
+-- Validates a consumer-side feed name: any non-empty text of at most 255 bytes (a store name
+-- defaults to the database's name, which need not follow the store-name pattern).
+CREATE FUNCTION statesman._check_feed(value text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    PERFORM statesman._require(value, 'feed');
+    IF value = '' OR octet_length(value) > 255 THEN
+        RAISE EXCEPTION 'feed must be 1 to 255 bytes long' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_feed(text) IS 'validates a consumer-side feed name';
 
 -- Validates an outbox or consumer id: ^[A-Za-z0-9_.:-]{1,63}$.
 CREATE FUNCTION statesman._check_id(value text, argument text) RETURNS void
@@ -371,6 +389,12 @@ BEGIN
     IF max_records < 1 THEN
         RAISE EXCEPTION 'max_records must be at least 1' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Under REPEATABLE READ or SERIALIZABLE the snapshot predates the lock, so rows sequenced
+    -- by the previous run would look unsequenced and the UPDATE would fail.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'statesman.sequence_feed() must run at READ COMMITTED isolation'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
     IF NOT pg_try_advisory_xact_lock(1398033743, 0) THEN
         RETURN statesman.head_position();   -- another session is sequencing right now
     END IF;
@@ -389,6 +413,9 @@ BEGIN
     GET DIAGNOSTICS sequenced = ROW_COUNT;
 
     IF sequenced > 0 THEN
+        -- Readers may act on these positions as soon as this transaction ends: make the end
+        -- durable, so that a crash cannot hand the same positions to other records.
+        PERFORM set_config('synchronous_commit', 'on', true);
         -- A wake-up hint for whoever listens; sent by the sequencer, never by appends.
         PERFORM pg_notify('statesman', statesman.head_position()::text);
     END IF;
@@ -434,9 +461,11 @@ BEGIN
         PERFORM statesman._check_name(read_feed.root, 'root');
     END IF;
 
-    -- Sequence on demand, but only in a transaction of its own: inside BEGIN … COMMIT the
-    -- sequencer lock would be held until the caller commits and stall every other reader.
-    IF NOT statesman._in_transaction_block() THEN
+    -- Sequence on demand, but only in a READ COMMITTED transaction of its own: inside
+    -- BEGIN … COMMIT the sequencer lock would be held until the caller commits and stall every
+    -- other reader.
+    IF NOT statesman._in_transaction_block()
+       AND current_setting('transaction_isolation') = 'read committed' THEN
         PERFORM statesman.sequence_feed(GREATEST(read_feed.max_records, 10000));
     END IF;
 
@@ -557,7 +586,7 @@ DECLARE
     stored boolean;
 BEGIN
     PERFORM statesman._check_id(mark_applied.consumer, 'consumer');
-    PERFORM statesman._check_name(mark_applied.feed, 'feed');
+    PERFORM statesman._check_feed(mark_applied.feed);
     PERFORM statesman._require(mark_applied.epoch, 'epoch');
     PERFORM statesman._require(mark_applied."position", 'position');
     IF mark_applied."position" < 0 THEN
@@ -600,9 +629,6 @@ BEGIN
         RAISE EXCEPTION 'message epoch must be a UUID and globalPosition an integer'
             USING ERRCODE = 'invalid_parameter_value';
     END;
-    IF v_position::numeric <> (message->>'globalPosition')::numeric THEN
-        RAISE EXCEPTION 'message globalPosition must be an integer' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     RETURN statesman.mark_applied(consumer, message->>'store', v_epoch, v_position);
 END
 $$;
@@ -616,9 +642,12 @@ CREATE FUNCTION statesman.already_applied(consumer text, feed text, epoch uuid, 
     AS $$
 BEGIN
     PERFORM statesman._check_id(already_applied.consumer, 'consumer');
-    PERFORM statesman._require(already_applied.feed, 'feed');
+    PERFORM statesman._check_feed(already_applied.feed);
     PERFORM statesman._require(already_applied.epoch, 'epoch');
     PERFORM statesman._require(already_applied."position", 'position');
+    IF already_applied."position" < 0 THEN
+        RAISE EXCEPTION 'position must not be negative' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     RETURN EXISTS (
         SELECT FROM statesman.applied a
         WHERE a.consumer = already_applied.consumer AND a.feed = already_applied.feed
@@ -635,7 +664,7 @@ CREATE FUNCTION statesman.applied_position(consumer text, feed text)
     AS $$
 BEGIN
     PERFORM statesman._check_id(applied_position.consumer, 'consumer');
-    PERFORM statesman._require(applied_position.feed, 'feed');
+    PERFORM statesman._check_feed(applied_position.feed);
     RETURN QUERY SELECT a.epoch, a.position FROM statesman.applied a
                  WHERE a.consumer = applied_position.consumer AND a.feed = applied_position.feed;
 END

@@ -131,6 +131,9 @@ AppendResult AppendRecord(AppendRequest &req) {
     throw Error(sqlstate::kNullValueNotAllowed, "payload must not be NULL for a 'put' record",
                 "Use statesman.append_delete(root, path) to record a deletion.");
   std::string root = store::LowerName(req.root);
+  // A tombstone has no payload, so no content type of its own: the root's declaration applies,
+  // whichever function wrote it.
+  if (tombstone) req.nulls[kContentType] = 'n';
 
   MemoryContext caller_context = CurrentMemoryContext;
   Call([&] {
@@ -157,23 +160,32 @@ AppendResult AppendRecord(AppendRequest &req) {
   bool has_limits = false;
   Datum limits[2] = {0, 0};
   char limit_nulls[2] = {'n', 'n'};
-  Call([&] {
-    int rc = SPI_execute_plan(insert, req.values, req.nulls, false, 0);
-    if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
-      elog(ERROR, "statesman: append insert failed: %s", SPI_result_code_string(rc));
-    HeapTuple row = SPI_tuptable->vals[0];
-    TupleDesc desc = SPI_tuptable->tupdesc;
-    bool isnull = false;
-    revision = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
-    for (int i = 0; i < 2; ++i) {
-      Datum value = SPI_getbinval(row, desc, i + 2, &isnull);
-      if (!isnull) {
-        limits[i] = value;  // int4 / int8: by value on 64-bit builds
-        limit_nulls[i] = ' ';
-        has_limits = true;
+  try {
+    Call([&] {
+      int rc = SPI_execute_plan(insert, req.values, req.nulls, false, 0);
+      if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+        elog(ERROR, "statesman: append insert failed: %s", SPI_result_code_string(rc));
+      HeapTuple row = SPI_tuptable->vals[0];
+      TupleDesc desc = SPI_tuptable->tupdesc;
+      bool isnull = false;
+      revision = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
+      for (int i = 0; i < 2; ++i) {
+        Datum value = SPI_getbinval(row, desc, i + 2, &isnull);
+        if (!isnull) {
+          limits[i] = value;  // int4 / int8: by value on 64-bit builds
+          limit_nulls[i] = ' ';
+          has_limits = true;
+        }
       }
-    }
-  });
+    });
+  } catch (const PgError &e) {
+    // Under REPEATABLE READ / SERIALIZABLE the snapshot can predate the previous revision's
+    // commit, so the same revision is computed twice: that is a serialization failure.
+    if (e.Data()->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && IsolationUsesXactSnapshot())
+      throw Error("40001", "could not serialize access due to a concurrent append to address " + address,
+                  "Retry the transaction.");
+    throw;
+  }
 
   if (has_limits) {
     SPIPlanPtr prune = PreparedPlan(&prune_plan, kPruneSql, 3, kPruneTypes);

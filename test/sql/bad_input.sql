@@ -178,7 +178,7 @@ SELECT statesman.cursor_position('bad-input') IS NULL AS no_cursor_written;
 
 --
 -- Consumers: consumer, feed, epoch and position required (22004), consumer
--- ids like cursor ids and feeds like store names, positions not negative
+-- ids like cursor ids, feeds 1 to 255 bytes, positions not negative
 -- (22023); a message must be an object with a store, an epoch (a UUID) and an
 -- integer globalPosition (22023).
 --
@@ -188,7 +188,9 @@ SELECT * FROM expect_error($$SELECT statesman.mark_applied('c', 'f', NULL, 1)$$)
 SELECT * FROM expect_error($$SELECT statesman.mark_applied('c', 'f', '00000000-0000-4000-8000-000000000001', NULL)$$);
 SELECT * FROM expect_error($$SELECT statesman.mark_applied('c', 'f', '00000000-0000-4000-8000-000000000001', -1)$$);
 SELECT * FROM expect_error($$SELECT statesman.mark_applied('bad consumer', 'f', '00000000-0000-4000-8000-000000000001', 1)$$);
-SELECT * FROM expect_error($$SELECT statesman.mark_applied('c', 'bad feed', '00000000-0000-4000-8000-000000000001', 1)$$);
+SELECT * FROM expect_error($$SELECT statesman.mark_applied('c', '', '00000000-0000-4000-8000-000000000001', 1)$$);
+SELECT * FROM expect_error($$SELECT statesman.mark_applied('c', repeat('f', 256), '00000000-0000-4000-8000-000000000001', 1)$$);
+SELECT * FROM expect_error($$SELECT statesman.already_applied('c', 'f', '00000000-0000-4000-8000-000000000001', -1)$$);
 SELECT * FROM expect_error($$SELECT statesman.mark_applied(NULL, '{"store": "f", "epoch": "00000000-0000-4000-8000-000000000001", "globalPosition": 1}'::jsonb)$$);
 SELECT * FROM expect_error($$SELECT statesman.mark_applied('c', NULL::jsonb)$$);
 SELECT * FROM expect_error($$SELECT statesman.mark_applied('c', '{}'::jsonb)$$);

@@ -237,3 +237,15 @@ SELECT i.store,
        i.head_position = (SELECT max(global_position) FROM statesman.history) AS head_is_max,
        i.oldest_position = (SELECT min(global_position) FROM statesman.history) AS oldest_is_min
   FROM statesman.store_info() i;
+
+--
+-- A tombstone carries no content type from the call, whichever function wrote it: the root's
+-- declaration (here none, then 'text/plain') applies to both alike.
+--
+SELECT revision FROM statesman.append('tomb', 'a', NULL, operation => 'delete');
+SELECT revision FROM statesman.append_delete('tomb', 'b');
+SELECT statesman.declare_root('tomb', content_type => 'text/plain');
+SELECT revision FROM statesman.append('tomb', 'c', NULL, operation => 'delete');
+SELECT revision FROM statesman.append_bytes('tomb', 'd', NULL, 'application/x-ignored', operation => 'delete');
+SELECT address, operation, payload IS NULL AS no_payload, content_type
+  FROM statesman.history WHERE root = 'tomb' ORDER BY address;
