@@ -40,4 +40,4 @@ demo:
 	./scripts/demo
 
 lint:
-	cppcheck --quiet --enable=warning,performance,portability --std=c++17 -Iinclude src
+	cppcheck --quiet --inline-suppr --error-exitcode=1 --enable=warning,performance,portability --std=c++17 -Iinclude src

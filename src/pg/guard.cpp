@@ -26,6 +26,8 @@ void CaptureCurrentException() noexcept {
   captured_hint[0] = '\0';
   CopyText(captured_sqlstate, sizeof captured_sqlstate, sqlstate::kInternalError);
   try {
+    // Only ever called from inside a catch handler (pg::Invoke), so there is one to rethrow.
+    // cppcheck-suppress rethrowNoCurrentException
     throw;
   } catch (const PgError &e) {
     captured_edata = e.Data();
