@@ -40,7 +40,9 @@ CREATE TABLE statesman.history (
     revision        bigint NOT NULL,
     global_position bigint,
     occurred_at     timestamptz NOT NULL,
-    operation       text NOT NULL DEFAULT 'put' CHECK (operation IN ('put', 'delete')),
+    -- 'put' or 'delete', checked by the append functions (a CHECK constraint here would be
+    -- re-compiled on every single-row insert).
+    operation       text NOT NULL DEFAULT 'put',
     status          text,
     value_type      text,
     schema_version  integer,
@@ -276,6 +278,12 @@ COMMENT ON FUNCTION statesman.declare_root(text, text, text, integer, bigint) IS
 -- Writing
 -------------------------------------------------------------------------------
 
+-- The append functions are on every application's hot path, so they are not SECURITY DEFINER
+-- (whose per-call search_path switch costs as much as the insert's own index work). The C code
+-- instead acts on the ledger as its owner only around fixed statements in which every relation,
+-- function and operator is schema-qualified, the way PostgreSQL's RI triggers do: a caller's
+-- search_path cannot capture anything, and callers need no privileges on the tables.
+
 CREATE FUNCTION statesman.append(
     root text, path text, payload jsonb, partition text DEFAULT '', operation text DEFAULT 'put',
     status text DEFAULT 'ok', value_type text DEFAULT NULL, schema_version integer DEFAULT NULL,
@@ -283,8 +291,7 @@ CREATE FUNCTION statesman.append(
     metadata jsonb DEFAULT NULL, error text DEFAULT NULL, fresh_until timestamptz DEFAULT NULL,
     serve_until timestamptz DEFAULT NULL)
     RETURNS TABLE (address text, revision bigint)
-    LANGUAGE c VOLATILE SECURITY DEFINER
-    SET search_path = pg_catalog, pg_temp
+    LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'statesman_append';
 COMMENT ON FUNCTION statesman.append(text, text, jsonb, text, text, text, text, integer, text, text,
     text, jsonb, text, timestamptz, timestamptz) IS
@@ -298,8 +305,7 @@ CREATE FUNCTION statesman.append_bytes(
     error text DEFAULT NULL, fresh_until timestamptz DEFAULT NULL,
     serve_until timestamptz DEFAULT NULL)
     RETURNS TABLE (address text, revision bigint)
-    LANGUAGE c VOLATILE SECURITY DEFINER
-    SET search_path = pg_catalog, pg_temp
+    LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'statesman_append_bytes';
 COMMENT ON FUNCTION statesman.append_bytes(text, text, bytea, text, text, text, text, text, text,
     integer, text, text, text, jsonb, text, timestamptz, timestamptz) IS
@@ -312,8 +318,7 @@ CREATE FUNCTION statesman.append_delete(
     error text DEFAULT NULL, fresh_until timestamptz DEFAULT NULL,
     serve_until timestamptz DEFAULT NULL)
     RETURNS TABLE (address text, revision bigint)
-    LANGUAGE c VOLATILE SECURITY DEFINER
-    SET search_path = pg_catalog, pg_temp
+    LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'statesman_append_delete';
 COMMENT ON FUNCTION statesman.append_delete(text, text, text, text, text, integer, text, text, text,
     jsonb, text, timestamptz, timestamptz) IS

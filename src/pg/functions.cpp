@@ -6,14 +6,29 @@
 #include "statesman/pg/guard.hpp"
 
 extern "C" {
+#include "access/genam.h"
+#include "access/relation.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "funcapi.h"
+#include "miscadmin.h"
+#include "executor/tuptable.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
+#include "utils/datum.h"
+#include "utils/fmgroids.h"
 #include "utils/jsonb.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
 
 PG_FUNCTION_INFO_V1(statesman_append);
 PG_FUNCTION_INFO_V1(statesman_append_bytes);
@@ -35,30 +50,25 @@ namespace {
 enum Param {
   kAddress, kRoot, kPath, kPartition, kOperation, kStatus, kValueType, kSchemaVersion, kSource,
   kPayload, kFingerprint, kContentType, kSerializerId, kCorrelationId, kCausationId, kErrorText,
-  kMetadata, kFreshUntil, kServeUntil, kParamCount
+  kMetadata, kFreshUntil, kServeUntil, kRevision, kParamCount
 };
 
 const Oid kParamTypes[kParamCount] = {
-    TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, BYTEAOID,
-    TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID};
+    TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, BYTEAOID, TEXTOID,
+    TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID};
 
-// The revision is the address's latest + 1. The caller holds the address lock, and under READ
-// COMMITTED this statement's snapshot is taken after the lock was granted, so the previous
-// revision (committed by the last holder) is visible. The envelope falls back to the root's
-// declaration; the root's retention limits come back with the new revision.
+// The statements below run with the caller's search_path (the append functions are not
+// SECURITY DEFINER, see AppendRecord), so every relation, function and operator in them is
+// schema-qualified: nothing a caller puts on its search_path can capture them.
+//
+// A plain VALUES insert: the revision and the envelope's fallbacks are looked up beforehand
+// by direct index probes, which keeps this plan as cheap as a bare single-row INSERT.
 constexpr const char *kInsertSql =
     "INSERT INTO statesman.history (address, root, path, partition, revision, occurred_at, operation, "
     "  status, value_type, schema_version, source, payload, fingerprint, content_type, serializer_id, "
     "  correlation_id, causation_id, error, metadata, fresh_until, serve_until) "
-    "SELECT $1, $2, $3, $4, "
-    "  COALESCE((SELECT h.revision FROM statesman.history h WHERE h.address = $1 "
-    "            ORDER BY h.revision DESC LIMIT 1), 0) + 1, "
-    "  pg_catalog.clock_timestamp(), $5, $6, $7, $8, $9, $10, "
-    "  COALESCE($11, r.fingerprint), COALESCE($12, r.content_type), $13, $14, $15, $16, $17, $18, $19 "
-    "FROM (VALUES (1)) AS one(x) LEFT JOIN statesman.roots r ON r.root = $2 "
-    "RETURNING revision, "
-    "  (SELECT d.max_revisions FROM statesman.roots d WHERE d.root = $2), "
-    "  (SELECT d.max_bytes FROM statesman.roots d WHERE d.root = $2)";
+    "VALUES ($1, $2, $3, $4, $20, pg_catalog.clock_timestamp(), $5, $6, $7, $8, $9, $10, "
+    "  $11, $12, $13, $14, $15, $16, $17, $18, $19)";
 
 // Prunes an address down to its root's limits. Only records that already have a feed position
 // are pruned: a record leaves history and feed together, and a record is never pruned before
@@ -68,10 +78,12 @@ constexpr const char *kPruneSql =
     "USING (SELECT x.revision FROM ("
     "         SELECT k.revision, pg_catalog.row_number() OVER w AS rn, "
     "                pg_catalog.sum(COALESCE(pg_catalog.octet_length(k.payload), 0)) OVER w AS bytes "
-    "         FROM statesman.history k WHERE k.address = $1 "
+    "         FROM statesman.history k WHERE k.address OPERATOR(pg_catalog.=) $1 "
     "         WINDOW w AS (ORDER BY k.revision DESC)) x "
-    "       WHERE x.rn > 1 AND (x.rn > $2 OR x.bytes > $3)) doomed "
-    "WHERE h.address = $1 AND h.revision = doomed.revision AND h.global_position IS NOT NULL";
+    "       WHERE x.rn OPERATOR(pg_catalog.>) 1 "
+    "         AND (x.rn OPERATOR(pg_catalog.>) $2 OR x.bytes OPERATOR(pg_catalog.>) $3)) doomed "
+    "WHERE h.address OPERATOR(pg_catalog.=) $1 AND h.revision OPERATOR(pg_catalog.=) doomed.revision "
+    "  AND h.global_position IS NOT NULL";
 
 const Oid kPruneTypes[3] = {TEXTOID, INT4OID, INT8OID};
 
@@ -119,6 +131,134 @@ const char *TextArg(FunctionCallInfo fcinfo, int argno) {
   return PG_ARGISNULL(argno) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(argno));
 }
 
+// The ledger's catalog facts, looked up for each append (syscache hits, so cheap, and never
+// stale across DROP/CREATE EXTENSION).
+struct Ledger {
+  Oid history;
+  Oid primary_key;
+  Oid roots;
+  Oid roots_key;
+  Oid owner;
+  AttrNumber revision_attno;
+};
+
+// A root's declaration (SPEC §2): envelope fallbacks and retention limits.
+struct RootDeclaration {
+  Datum fingerprint;  // text, or 0 with the matching null flag
+  Datum content_type;
+  bool fingerprint_null = true;
+  bool content_type_null = true;
+  bool has_max_revisions = false;
+  bool has_max_bytes = false;
+  int32 max_revisions = 0;
+  int64 max_bytes = 0;
+};
+
+Ledger LookupLedger() {
+  Oid schema = get_namespace_oid("statesman", false);
+  Ledger ledger{};
+  ledger.history = get_relname_relid("history", schema);
+  ledger.primary_key = get_relname_relid("history_pkey", schema);
+  ledger.roots = get_relname_relid("roots", schema);
+  ledger.roots_key = get_relname_relid("roots_pkey", schema);
+  if (!OidIsValid(ledger.history) || !OidIsValid(ledger.primary_key) || !OidIsValid(ledger.roots) ||
+      !OidIsValid(ledger.roots_key))
+    elog(ERROR, "statesman: the tables statesman.history and statesman.roots or their keys are missing");
+  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(ledger.history));
+  if (!HeapTupleIsValid(tuple)) elog(ERROR, "statesman: cache lookup failed for statesman.history");
+  ledger.owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+  ReleaseSysCache(tuple);
+  ledger.revision_attno = get_attnum(ledger.history, "revision");
+  return ledger;
+}
+
+// Probes a unique-or-leading text key of an index and hands the first row visible to a fresh
+// snapshot, scanning in `direction`, to `use` (which copies what it needs). Returns whether a
+// row was found. Plain PostgreSQL code: run it under pg::Call.
+template <typename Use>
+bool ProbeTextKey(Oid table_oid, Oid index_oid, Datum key_value, ScanDirection direction, Use &&use) {
+  Relation heap = table_open(table_oid, AccessShareLock);
+  Relation index = index_open(index_oid, AccessShareLock);
+  Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+  ScanKeyData key;
+  ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ,
+                         key_value);
+  IndexScanDesc scan = index_beginscan(heap, index, snapshot, 1, 0);
+  index_rescan(scan, &key, 1, nullptr, 0);
+  TupleTableSlot *slot = table_slot_create(heap, nullptr);
+  bool found = index_getnext_slot(scan, direction, slot);
+  if (found) use(slot);
+  ExecDropSingleTupleTableSlot(slot);
+  index_endscan(scan);
+  UnregisterSnapshot(snapshot);
+  index_close(index, NoLock);
+  table_close(heap, NoLock);
+  return found;
+}
+
+// The address's latest revision (0 when none): one backward probe of the primary key
+// (address, revision). The caller holds the address lock, so under READ COMMITTED the snapshot
+// taken here, after the lock was granted, sees the revision that the previous holder committed.
+// Under REPEATABLE READ it is the transaction's snapshot; a revision committed after it makes
+// the INSERT fail, and AppendRecord reports that as 40001.
+int64 LatestRevision(const Ledger &ledger, Datum address) {
+  int64 latest = 0;
+  ProbeTextKey(ledger.history, ledger.primary_key, address, BackwardScanDirection, [&](TupleTableSlot *slot) {
+    bool isnull = false;
+    Datum revision = slot_getattr(slot, ledger.revision_attno, &isnull);
+    if (!isnull) latest = DatumGetInt64(revision);
+  });
+  return latest;
+}
+
+// The root's declaration, or an empty one (KeepAll, no envelope) when it has none.
+RootDeclaration LookupRoot(const Ledger &ledger, Datum root) {
+  RootDeclaration decl;
+  ProbeTextKey(ledger.roots, ledger.roots_key, root, ForwardScanDirection, [&](TupleTableSlot *slot) {
+    TupleDesc desc = slot->tts_tupleDescriptor;
+    slot_getallattrs(slot);
+    for (int i = 0; i < desc->natts; ++i) {
+      Form_pg_attribute attr = TupleDescAttr(desc, i);
+      if (attr->attisdropped || slot->tts_isnull[i]) continue;
+      const char *name = NameStr(attr->attname);
+      Datum value = slot->tts_values[i];
+      if (strcmp(name, "fingerprint") == 0) {
+        decl.fingerprint = datumCopy(value, false, -1);
+        decl.fingerprint_null = false;
+      } else if (strcmp(name, "content_type") == 0) {
+        decl.content_type = datumCopy(value, false, -1);
+        decl.content_type_null = false;
+      } else if (strcmp(name, "max_revisions") == 0) {
+        decl.max_revisions = DatumGetInt32(value);
+        decl.has_max_revisions = true;
+      } else if (strcmp(name, "max_bytes") == 0) {
+        decl.max_bytes = DatumGetInt64(value);
+        decl.has_max_bytes = true;
+      }
+    }
+  });
+  return decl;
+}
+
+// Runs as the ledger's owner between construction and destruction, the way PostgreSQL's own
+// RI triggers act on a table: the append functions are SECURITY INVOKER (no per-call GUC
+// save/restore), and only these fixed, schema-qualified statements get the owner's rights.
+// An error that escapes is cleaned up by (sub)transaction abort, which restores the user too.
+class OwnerScope {
+ public:
+  explicit OwnerScope(Oid owner) {
+    GetUserIdAndSecContext(&saved_user_, &saved_context_);
+    SetUserIdAndSecContext(owner, saved_context_ | SECURITY_LOCAL_USERID_CHANGE);
+  }
+  ~OwnerScope() { SetUserIdAndSecContext(saved_user_, saved_context_); }
+  OwnerScope(const OwnerScope &) = delete;
+  OwnerScope &operator=(const OwnerScope &) = delete;
+
+ private:
+  Oid saved_user_ = InvalidOid;
+  int saved_context_ = 0;
+};
+
 // Appends one record under its address lock and applies the root's retention.
 AppendResult AppendRecord(AppendRequest &req) {
   std::string address = store::CanonicalAddress(req.root, req.path, req.partition);
@@ -152,31 +292,31 @@ AppendResult AppendRecord(AppendRequest &req) {
     DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(key.space), Int32GetDatum(key.id));
   });
 
+  Ledger ledger = Call(LookupLedger);
+  int64 latest = Call([&] { return LatestRevision(ledger, req.values[kAddress]); });
+  req.values[kRevision] = Int64GetDatum(latest + 1);
+  req.nulls[kRevision] = ' ';
+  RootDeclaration root_decl = Call([&] { return LookupRoot(ledger, req.values[kRoot]); });
+  // The envelope: from the call, else from the root's declaration.
+  if (req.nulls[kFingerprint] == 'n' && !root_decl.fingerprint_null) {
+    req.values[kFingerprint] = root_decl.fingerprint;
+    req.nulls[kFingerprint] = ' ';
+  }
+  if (req.nulls[kContentType] == 'n' && !root_decl.content_type_null) {
+    req.values[kContentType] = root_decl.content_type;
+    req.nulls[kContentType] = ' ';
+  }
+
+  OwnerScope as_owner(ledger.owner);
   Call([] {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "statesman: SPI_connect failed");
   });
   SPIPlanPtr insert = PreparedPlan(&insert_plan, kInsertSql, kParamCount, kParamTypes);
-  int64 revision = 0;
-  bool has_limits = false;
-  Datum limits[2] = {0, 0};
-  char limit_nulls[2] = {'n', 'n'};
   try {
     Call([&] {
       int rc = SPI_execute_plan(insert, req.values, req.nulls, false, 0);
-      if (rc != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+      if (rc != SPI_OK_INSERT || SPI_processed != 1)
         elog(ERROR, "statesman: append insert failed: %s", SPI_result_code_string(rc));
-      HeapTuple row = SPI_tuptable->vals[0];
-      TupleDesc desc = SPI_tuptable->tupdesc;
-      bool isnull = false;
-      revision = DatumGetInt64(SPI_getbinval(row, desc, 1, &isnull));
-      for (int i = 0; i < 2; ++i) {
-        Datum value = SPI_getbinval(row, desc, i + 2, &isnull);
-        if (!isnull) {
-          limits[i] = value;  // int4 / int8: by value on 64-bit builds
-          limit_nulls[i] = ' ';
-          has_limits = true;
-        }
-      }
     });
   } catch (const PgError &e) {
     // Under REPEATABLE READ / SERIALIZABLE the snapshot can predate the previous revision's
@@ -187,10 +327,11 @@ AppendResult AppendRecord(AppendRequest &req) {
     throw;
   }
 
-  if (has_limits) {
+  if (root_decl.has_max_revisions || root_decl.has_max_bytes) {
     SPIPlanPtr prune = PreparedPlan(&prune_plan, kPruneSql, 3, kPruneTypes);
-    Datum prune_values[3] = {req.values[kAddress], limits[0], limits[1]};
-    char prune_nulls[3] = {' ', limit_nulls[0], limit_nulls[1]};
+    Datum prune_values[3] = {req.values[kAddress], Int32GetDatum(root_decl.max_revisions),
+                             Int64GetDatum(root_decl.max_bytes)};
+    char prune_nulls[3] = {' ', root_decl.has_max_revisions ? ' ' : 'n', root_decl.has_max_bytes ? ' ' : 'n'};
     Call([&] {
       int rc = SPI_execute_plan(prune, prune_values, prune_nulls, false, 0);
       if (rc != SPI_OK_DELETE) elog(ERROR, "statesman: retention failed: %s", SPI_result_code_string(rc));
@@ -200,7 +341,7 @@ AppendResult AppendRecord(AppendRequest &req) {
   return Call([&] {
     SPI_finish();
     MemoryContextSwitchTo(caller_context);
-    return AppendResult{pnstrdup(address.data(), address.size()), revision};
+    return AppendResult{pnstrdup(address.data(), address.size()), latest + 1};
   });
 }
 
