@@ -582,6 +582,25 @@ COMMENT ON FUNCTION statesman.seed_cursor(text, bigint) IS
 -- Consumers: exactly-once with (epoch, position)
 -------------------------------------------------------------------------------
 
+-- Validates the (consumer, feed, epoch, position) arguments of the consumer kit.
+CREATE FUNCTION statesman._check_applied_args(consumer text, feed text, epoch uuid, "position" bigint)
+    RETURNS void
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    PERFORM statesman._check_id(consumer, 'consumer');
+    PERFORM statesman._check_feed(feed);
+    PERFORM statesman._require(epoch, 'epoch');
+    PERFORM statesman._require("position", 'position');
+    IF "position" < 0 THEN
+        RAISE EXCEPTION 'position must not be negative' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_applied_args(text, text, uuid, bigint) IS
+    'validates consumer-kit arguments';
+
 CREATE FUNCTION statesman.mark_applied(consumer text, feed text, epoch uuid, "position" bigint)
     RETURNS boolean
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -590,13 +609,8 @@ CREATE FUNCTION statesman.mark_applied(consumer text, feed text, epoch uuid, "po
 DECLARE
     stored boolean;
 BEGIN
-    PERFORM statesman._check_id(mark_applied.consumer, 'consumer');
-    PERFORM statesman._check_feed(mark_applied.feed);
-    PERFORM statesman._require(mark_applied.epoch, 'epoch');
-    PERFORM statesman._require(mark_applied."position", 'position');
-    IF mark_applied."position" < 0 THEN
-        RAISE EXCEPTION 'position must not be negative' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM statesman._check_applied_args(mark_applied.consumer, mark_applied.feed,
+                                          mark_applied.epoch, mark_applied."position");
     -- The row lock of ON CONFLICT serialises concurrent callers for one (consumer, feed); the
     -- second re-checks the condition against what the first committed.
     INSERT INTO statesman.applied AS a (consumer, feed, epoch, position)
@@ -646,13 +660,8 @@ CREATE FUNCTION statesman.already_applied(consumer text, feed text, epoch uuid, 
     SET search_path = pg_catalog, pg_temp
     AS $$
 BEGIN
-    PERFORM statesman._check_id(already_applied.consumer, 'consumer');
-    PERFORM statesman._check_feed(already_applied.feed);
-    PERFORM statesman._require(already_applied.epoch, 'epoch');
-    PERFORM statesman._require(already_applied."position", 'position');
-    IF already_applied."position" < 0 THEN
-        RAISE EXCEPTION 'position must not be negative' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM statesman._check_applied_args(already_applied.consumer, already_applied.feed,
+                                          already_applied.epoch, already_applied."position");
     RETURN EXISTS (
         SELECT FROM statesman.applied a
         WHERE a.consumer = already_applied.consumer AND a.feed = already_applied.feed

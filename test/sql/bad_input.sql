@@ -37,23 +37,10 @@ BEGIN
   nothing_written := public.statesman_state() IS NOT DISTINCT FROM before;
 END $$;
 
--- settle(): gives a feed position to everything committed so far, by calling
--- statesman.sequence_feed() until nothing committed is left without one. It
--- retries while another session (such as a background worker) is sequencing.
-CREATE FUNCTION pg_temp.settle() RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-  FOR i IN 1..1000 LOOP
-    PERFORM statesman.sequence_feed();
-    IF NOT EXISTS (SELECT FROM statesman.history WHERE global_position IS NULL) THEN
-      RETURN true;
-    END IF;
-    PERFORM pg_sleep(0.01);
-  END LOOP;
-  RETURN false;
-END $$;
+-- settle() comes from store.sql, the first file of the schedule.
 
 -- Everything appended so far is sequenced.
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT public.statesman_state() AS state_before \gset
 
 --

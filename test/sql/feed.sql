@@ -4,22 +4,9 @@
 -- Positions differ between installations, so they are shown relative to the
 -- head captured before this file's first write, or as booleans.
 --
--- settle(): gives a feed position to everything committed so far, by calling
--- statesman.sequence_feed() until nothing committed is left without one. It
--- retries while another session (such as a background worker) is sequencing.
-CREATE FUNCTION pg_temp.settle() RETURNS boolean LANGUAGE plpgsql AS $$
-BEGIN
-  FOR i IN 1..1000 LOOP
-    PERFORM statesman.sequence_feed();
-    IF NOT EXISTS (SELECT FROM statesman.history WHERE global_position IS NULL) THEN
-      RETURN true;
-    END IF;
-    PERFORM pg_sleep(0.01);
-  END LOOP;
-  RETURN false;
-END $$;
+-- settle() comes from store.sql, the first file of the schedule.
 
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT statesman.head_position() AS base \gset
 SELECT store AS store, epoch AS epoch FROM statesman.store_info() \gset
 
@@ -35,7 +22,7 @@ SELECT * FROM statesman.append_bytes('Feed', 'blob/long',
 SELECT * FROM statesman.append_delete('Feed', 'item/1');
 SELECT * FROM statesman.append('Other', 'x/1', '1');
 SELECT * FROM statesman.append('Feed', 'item/2', '"text"', schema_version => 0);
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 
 --
 -- read_feed(after): the records after a position, in position order.
@@ -210,7 +197,7 @@ SELECT count(*) AS rolled_back_visible FROM statesman.read_feed(after => :head);
 BEGIN;
 SELECT revision FROM statesman.append('Feed', 'tx/2', '{}');
 COMMIT;
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT address, revision FROM statesman.read_feed(after => :head);
 SELECT statesman.head_position() > :head AS head_moved;
 
@@ -254,7 +241,7 @@ SELECT statesman.cursor_position('beyond-head') IS NULL AS beyond_head_unset;
 --
 SELECT setval('statesman.feed_position_seq', 9007199254740992) AS position_jump;
 SELECT * FROM statesman.append('Feed', 'big/1', '{}');
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT global_position, message->'globalPosition' AS wire_position,
        message->>'globalPosition' = global_position::text AS exact
   FROM statesman.read_feed(after => 9007199254740000);

@@ -30,3 +30,6 @@ SELECT address, revision, content_type, occurred_at > now() - interval '1 hour' 
 
 DROP SCHEMA evil CASCADE;
 DROP ROLE statesman_hijacker;
+
+-- The shared test helper from store.sql is no longer needed.
+DROP FUNCTION public.settle();

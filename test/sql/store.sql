@@ -6,10 +6,10 @@
 --
 CREATE EXTENSION IF NOT EXISTS statesman;
 
--- settle(): gives a feed position to everything committed so far, by calling
+-- settle() (defined here, used by the later files of the schedule): gives a feed position to everything committed so far, by calling
 -- statesman.sequence_feed() until nothing committed is left without one. It
 -- retries while another session (such as a background worker) is sequencing.
-CREATE FUNCTION pg_temp.settle() RETURNS boolean LANGUAGE plpgsql AS $$
+CREATE FUNCTION public.settle() RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
   FOR i IN 1..1000 LOOP
     PERFORM statesman.sequence_feed();
@@ -155,14 +155,14 @@ SELECT bool_and(occurred_at IS NOT NULL) AS all_have_occurred_at
 --
 SELECT revision FROM statesman.append('keep2', 'k', '1');
 SELECT statesman.sequence_feed() IS NOT NULL AS sequence_feed_returns_head;
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT revision FROM statesman.append('keep2', 'k', '2');
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT revision FROM statesman.history('keep2', 'k') ORDER BY revision;
 -- Revision 3: the newest two are 2 and 3; revision 1 was sequenced, so it goes.
 SELECT revision FROM statesman.append('keep2', 'k', '3');
 SELECT revision FROM statesman.history('keep2', 'k') ORDER BY revision;
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 -- In one transaction nothing written by the transaction itself is sequenced
 -- (it is not committed). Revision 4 prunes 2, revision 5 prunes 3 (both
 -- sequenced), revision 6 cannot prune the unsequenced revision 4: three stay.
@@ -172,21 +172,21 @@ SELECT revision FROM statesman.append('keep2', 'k', '5');
 SELECT revision FROM statesman.append('keep2', 'k', '6');
 SELECT revision FROM statesman.history('keep2', 'k') ORDER BY revision;
 COMMIT;
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 -- Once 4, 5 and 6 are sequenced, the next append prunes down to two again.
 -- Revisions are never reused after pruning.
 SELECT revision FROM statesman.append('KEEP2', 'k', '7');
 SELECT revision FROM statesman.history('keep2', 'k') ORDER BY revision;
 -- Retention is per address: another partition of the same path has its own revisions.
 SELECT address, revision FROM statesman.append('keep2', 'k', '1', partition => 'p');
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT address, revision FROM statesman.append('keep2', 'k', '2', partition => 'p');
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT address, revision FROM statesman.append('keep2', 'k', '3', partition => 'p');
 SELECT address, revision FROM statesman.history('keep2', 'k', 'p') ORDER BY revision;
 SELECT revision FROM statesman.history('keep2', 'k') ORDER BY revision;
 -- A pruned record leaves the feed too.
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT address, revision FROM statesman.read_feed(root => 'keep2') WHERE address = 'keep2/k' ORDER BY global_position;
 
 --
@@ -194,19 +194,19 @@ SELECT address, revision FROM statesman.read_feed(root => 'keep2') WHERE address
 -- bytes add up to at most 10; the newest always stays).
 --
 SELECT revision FROM statesman.append_bytes('cap10', 'c', '\x0102030405'::bytea, 'application/octet-stream');
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT revision FROM statesman.append_bytes('cap10', 'c', '\x01020304'::bytea, 'application/octet-stream');
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 -- 4 + 5 = 9 bytes: both stay.
 SELECT revision, octet_length(payload) AS bytes FROM statesman.history('cap10', 'c') ORDER BY revision;
 SELECT revision FROM statesman.append_bytes('cap10', 'c', '\x010203'::bytea, 'application/octet-stream');
 -- 3 + 4 = 7 fits, 3 + 4 + 5 = 12 does not: revision 1 goes.
 SELECT revision, octet_length(payload) AS bytes FROM statesman.history('cap10', 'c') ORDER BY revision;
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT revision FROM statesman.append_bytes('cap10', 'c', '\x000102030405060708090a0b0c0d0e0f10111213'::bytea, 'application/octet-stream');
 -- 20 bytes alone exceed the limit: the newest stays, all older ones go.
 SELECT revision, octet_length(payload) AS bytes FROM statesman.history('cap10', 'c') ORDER BY revision;
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 -- A tombstone has no payload bytes; with the 20-byte revision it is over the
 -- limit, so only the tombstone stays.
 SELECT revision FROM statesman.append_delete('cap10', 'c');
@@ -216,12 +216,12 @@ SELECT revision, operation, octet_length(payload) AS bytes FROM statesman.histor
 -- KeepAll: roots declared without limits (keepall; orders, which only has a
 -- fingerprint) and undeclared roots keep every revision.
 --
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT count(*) AS appended FROM generate_series(1, 4) i,
        LATERAL statesman.append('keepall', 'k', to_jsonb(i));
 SELECT count(*) AS appended FROM generate_series(1, 4) i,
        LATERAL statesman.append('undeclared', 'k', to_jsonb(i));
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT revision FROM statesman.append('keepall', 'k', '5');
 SELECT revision FROM statesman.append('undeclared', 'k', '5');
 SELECT array_agg(revision ORDER BY revision) AS keepall_revisions FROM statesman.history('keepall', 'k');
@@ -231,7 +231,7 @@ SELECT array_agg(revision ORDER BY revision) AS orders_revisions FROM statesman.
 --
 -- store_info() follows the feed.
 --
-SELECT pg_temp.settle() AS sequenced;
+SELECT public.settle() AS sequenced;
 SELECT i.store,
        i.head_position = statesman.head_position() AS head_matches,
        i.head_position = (SELECT max(global_position) FROM statesman.history) AS head_is_max,
