@@ -3,9 +3,9 @@
 # `postgres` OS user when invoked as root (PostgreSQL refuses to run as root).
 
 PG_CONFIG=${PG_CONFIG:-pg_config}
+# What the build, the tests, the demo and the bench use today.
 PACKAGES="build-essential postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap
-  libtap-parser-sourcehandler-pgtap-perl libipc-run-perl nlohmann-json3-dev libhiredis-dev
-  libpq-dev redis-server postgresql-15-pgq3 pgqd"
+  libtap-parser-sourcehandler-pgtap-perl libipc-run-perl"
 
 say() { printf '%s\n' "$*" >&2; }
 

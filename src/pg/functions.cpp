@@ -15,7 +15,6 @@ extern "C" {
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_type.h"
-#include "common/hashfn.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -131,6 +130,12 @@ const char *TextArg(FunctionCallInfo fcinfo, int argno) {
   return PG_ARGISNULL(argno) ? nullptr : text_to_cstring(PG_GETARG_TEXT_PP(argno));
 }
 
+// A text argument that is both validated (as a cstring) and inserted as it came (the Datum).
+const char *TextParamArg(AppendRequest &req, Param param, FunctionCallInfo fcinfo, int argno) {
+  SetArg(req, param, fcinfo, argno);
+  return TextArg(fcinfo, argno);
+}
+
 // The ledger's catalog facts, looked up for each append (syscache hits, so cheap, and never
 // stale across DROP/CREATE EXTENSION).
 struct Ledger {
@@ -172,14 +177,14 @@ Ledger LookupLedger() {
   return ledger;
 }
 
-// Probes a unique-or-leading text key of an index and hands the first row visible to a fresh
-// snapshot, scanning in `direction`, to `use` (which copies what it needs). Returns whether a
-// row was found. Plain PostgreSQL code: run it under pg::Call.
+// Probes the leading text key of an index and hands the first row visible to `snapshot`,
+// scanning in `direction`, to `use` (which copies what it needs). Returns whether a row was
+// found. Plain PostgreSQL code: run it under pg::Call.
 template <typename Use>
-bool ProbeTextKey(Oid table_oid, Oid index_oid, Datum key_value, ScanDirection direction, Use &&use) {
+bool ProbeTextKey(Oid table_oid, Oid index_oid, Snapshot snapshot, Datum key_value, ScanDirection direction,
+                  Use &&use) {
   Relation heap = table_open(table_oid, AccessShareLock);
   Relation index = index_open(index_oid, AccessShareLock);
-  Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
   ScanKeyData key;
   ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ,
                          key_value);
@@ -190,20 +195,17 @@ bool ProbeTextKey(Oid table_oid, Oid index_oid, Datum key_value, ScanDirection d
   if (found) use(slot);
   ExecDropSingleTupleTableSlot(slot);
   index_endscan(scan);
-  UnregisterSnapshot(snapshot);
   index_close(index, NoLock);
   table_close(heap, NoLock);
   return found;
 }
 
 // The address's latest revision (0 when none): one backward probe of the primary key
-// (address, revision). The caller holds the address lock, so under READ COMMITTED the snapshot
-// taken here, after the lock was granted, sees the revision that the previous holder committed.
-// Under REPEATABLE READ it is the transaction's snapshot; a revision committed after it makes
-// the INSERT fail, and AppendRecord reports that as 40001.
-int64 LatestRevision(const Ledger &ledger, Datum address) {
+// (address, revision).
+int64 LatestRevision(const Ledger &ledger, Snapshot snapshot, Datum address) {
   int64 latest = 0;
-  ProbeTextKey(ledger.history, ledger.primary_key, address, BackwardScanDirection, [&](TupleTableSlot *slot) {
+  ProbeTextKey(ledger.history, ledger.primary_key, snapshot, address, BackwardScanDirection,
+               [&](TupleTableSlot *slot) {
     bool isnull = false;
     Datum revision = slot_getattr(slot, ledger.revision_attno, &isnull);
     if (!isnull) latest = DatumGetInt64(revision);
@@ -212,9 +214,9 @@ int64 LatestRevision(const Ledger &ledger, Datum address) {
 }
 
 // The root's declaration, or an empty one (KeepAll, no envelope) when it has none.
-RootDeclaration LookupRoot(const Ledger &ledger, Datum root) {
+RootDeclaration LookupRoot(const Ledger &ledger, Snapshot snapshot, Datum root) {
   RootDeclaration decl;
-  ProbeTextKey(ledger.roots, ledger.roots_key, root, ForwardScanDirection, [&](TupleTableSlot *slot) {
+  ProbeTextKey(ledger.roots, ledger.roots_key, snapshot, root, ForwardScanDirection, [&](TupleTableSlot *slot) {
     TupleDesc desc = slot->tts_tupleDescriptor;
     slot_getallattrs(slot);
     for (int i = 0; i < desc->natts; ++i) {
@@ -279,11 +281,8 @@ AppendResult AppendRecord(AppendRequest &req) {
   Call([&] {
     req.values[kAddress] = PointerGetDatum(cstring_to_text_with_len(address.data(), address.size()));
     req.values[kRoot] = PointerGetDatum(cstring_to_text_with_len(root.data(), root.size()));
-    req.values[kPath] = CStringGetTextDatum(req.path);
-    req.values[kPartition] = CStringGetTextDatum(req.partition);
-    req.values[kOperation] = CStringGetTextDatum(req.operation);
   });
-  req.nulls[kAddress] = req.nulls[kRoot] = req.nulls[kPath] = req.nulls[kPartition] = req.nulls[kOperation] = ' ';
+  req.nulls[kAddress] = req.nulls[kRoot] = ' ';
 
   // Serialise writers of this address until commit: revision r+1 is only ever written after
   // revision r's transaction has ended, which is what keeps the feed in per-address order.
@@ -293,10 +292,20 @@ AppendResult AppendRecord(AppendRequest &req) {
   });
 
   Ledger ledger = Call(LookupLedger);
-  int64 latest = Call([&] { return LatestRevision(ledger, req.values[kAddress]); });
+  // One snapshot for both probes. The caller holds the address lock, so under READ COMMITTED
+  // this snapshot, taken after the lock was granted, sees the revision that the previous holder
+  // committed. Under REPEATABLE READ it is the transaction's snapshot; a revision committed after
+  // it makes the INSERT fail, which is reported as 40001 below.
+  int64 latest = 0;
+  RootDeclaration root_decl;
+  Call([&] {
+    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+    latest = LatestRevision(ledger, snapshot, req.values[kAddress]);
+    root_decl = LookupRoot(ledger, snapshot, req.values[kRoot]);
+    UnregisterSnapshot(snapshot);
+  });
   req.values[kRevision] = Int64GetDatum(latest + 1);
   req.nulls[kRevision] = ' ';
-  RootDeclaration root_decl = Call([&] { return LookupRoot(ledger, req.values[kRoot]); });
   // The envelope: from the call, else from the root's declaration.
   if (req.nulls[kFingerprint] == 'n' && !root_decl.fingerprint_null) {
     req.values[kFingerprint] = root_decl.fingerprint;
@@ -368,8 +377,8 @@ Datum JsonbPayloadBytes(Datum jsonb_datum) {
 // (partition, [operation,] status, value_type, schema_version, source, correlation_id,
 // causation_id, metadata, error, fresh_until, serve_until).
 void ReadCommonArgs(AppendRequest &req, FunctionCallInfo fcinfo, int argno, bool has_operation) {
-  req.partition = TextArg(fcinfo, argno++);
-  if (has_operation) req.operation = TextArg(fcinfo, argno++);
+  req.partition = TextParamArg(req, kPartition, fcinfo, argno++);
+  if (has_operation) req.operation = TextParamArg(req, kOperation, fcinfo, argno++);
   SetArg(req, kStatus, fcinfo, argno++);
   SetArg(req, kValueType, fcinfo, argno++);
   SetArg(req, kSchemaVersion, fcinfo, argno++);
@@ -395,7 +404,7 @@ using statesman::pg::AppendResult;
 extern "C" Datum statesman_append(PG_FUNCTION_ARGS) {
   AppendRequest req;
   req.root = statesman::pg::TextArg(fcinfo, 0);
-  req.path = statesman::pg::TextArg(fcinfo, 1);
+  req.path = statesman::pg::TextParamArg(req, statesman::pg::kPath, fcinfo, 1);
   req.nulls[statesman::pg::kPayload] = 'n';
   if (!PG_ARGISNULL(2)) {
     req.values[statesman::pg::kPayload] = statesman::pg::JsonbPayloadBytes(PG_GETARG_DATUM(2));
@@ -414,7 +423,7 @@ extern "C" Datum statesman_append(PG_FUNCTION_ARGS) {
 extern "C" Datum statesman_append_bytes(PG_FUNCTION_ARGS) {
   AppendRequest req;
   req.root = statesman::pg::TextArg(fcinfo, 0);
-  req.path = statesman::pg::TextArg(fcinfo, 1);
+  req.path = statesman::pg::TextParamArg(req, statesman::pg::kPath, fcinfo, 1);
   statesman::pg::SetArg(req, statesman::pg::kPayload, fcinfo, 2);
   statesman::pg::SetArg(req, statesman::pg::kContentType, fcinfo, 3);
   statesman::pg::SetArg(req, statesman::pg::kSerializerId, fcinfo, 4);
@@ -427,8 +436,10 @@ extern "C" Datum statesman_append_bytes(PG_FUNCTION_ARGS) {
 extern "C" Datum statesman_append_delete(PG_FUNCTION_ARGS) {
   AppendRequest req;
   req.root = statesman::pg::TextArg(fcinfo, 0);
-  req.path = statesman::pg::TextArg(fcinfo, 1);
+  req.path = statesman::pg::TextParamArg(req, statesman::pg::kPath, fcinfo, 1);
   req.operation = "delete";
+  req.values[statesman::pg::kOperation] = CStringGetTextDatum("delete");
+  req.nulls[statesman::pg::kOperation] = ' ';
   req.nulls[statesman::pg::kPayload] = 'n';
   req.nulls[statesman::pg::kContentType] = 'n';
   req.nulls[statesman::pg::kSerializerId] = 'n';
