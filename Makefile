@@ -8,8 +8,14 @@ OBJS = \
 	src/pg/guard.o \
 	src/pg/functions.o \
 	src/pg/message_fn.o \
+	src/pg/registry.o \
+	src/pg/work.o \
+	src/pg/launcher.o \
+	src/pg/database_worker.o \
+	src/pg/dispatcher.o \
 	src/store/names.o \
-	src/store/message.o
+	src/store/message.o \
+	src/worker/policy.o
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA       = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*--*.sql))

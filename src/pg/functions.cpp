@@ -3,7 +3,7 @@
 //
 // Each entry reads its arguments in plain code (no C++ object alive), then runs its C++ body
 // under pg::Invoke; every call into PostgreSQL from the body goes through pg::Call.
-#include "statesman/pg/guard.hpp"
+#include "statesman/pg/worker.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -69,22 +69,10 @@ constexpr const char *kInsertSql =
     "VALUES ($1, $2, $3, $4, $20, pg_catalog.clock_timestamp(), $5, $6, $7, $8, $9, $10, "
     "  $11, $12, $13, $14, $15, $16, $17, $18, $19)";
 
-// Prunes an address down to its root's limits. Only records that already have a feed position
-// are pruned: a record leaves history and feed together, and a record is never pruned before
-// it reached the feed. Over-limit records that are not yet sequenced go at a later append.
-constexpr const char *kPruneSql =
-    "DELETE FROM statesman.history h "
-    "USING (SELECT x.revision FROM ("
-    "         SELECT k.revision, pg_catalog.row_number() OVER w AS rn, "
-    "                pg_catalog.sum(COALESCE(pg_catalog.octet_length(k.payload), 0)) OVER w AS bytes "
-    "         FROM statesman.history k WHERE k.address OPERATOR(pg_catalog.=) $1 "
-    "         WINDOW w AS (ORDER BY k.revision DESC)) x "
-    "       WHERE x.rn OPERATOR(pg_catalog.>) 1 "
-    "         AND (x.rn OPERATOR(pg_catalog.>) $2 OR x.bytes OPERATOR(pg_catalog.>) $3)) doomed "
-    "WHERE h.address OPERATOR(pg_catalog.=) $1 AND h.revision OPERATOR(pg_catalog.=) doomed.revision "
-    "  AND h.global_position IS NOT NULL";
-
-const Oid kPruneTypes[3] = {TEXTOID, INT4OID, INT8OID};
+// Applies the root's retention to the address (statesman._prune): records that every enabled
+// outbox has delivered go; the rest wait in statesman.prune_pending for the worker.
+constexpr const char *kPruneSql = "SELECT statesman._prune($1)";
+const Oid kPruneTypes[1] = {TEXTOID};
 
 SPIPlanPtr insert_plan = nullptr;
 SPIPlanPtr prune_plan = nullptr;
@@ -337,15 +325,14 @@ AppendResult AppendRecord(AppendRequest &req) {
   }
 
   if (root_decl.has_max_revisions || root_decl.has_max_bytes) {
-    SPIPlanPtr prune = PreparedPlan(&prune_plan, kPruneSql, 3, kPruneTypes);
-    Datum prune_values[3] = {req.values[kAddress], Int32GetDatum(root_decl.max_revisions),
-                             Int64GetDatum(root_decl.max_bytes)};
-    char prune_nulls[3] = {' ', root_decl.has_max_revisions ? ' ' : 'n', root_decl.has_max_bytes ? ' ' : 'n'};
+    SPIPlanPtr prune = PreparedPlan(&prune_plan, kPruneSql, 1, kPruneTypes);
+    Datum prune_values[1] = {req.values[kAddress]};
     Call([&] {
-      int rc = SPI_execute_plan(prune, prune_values, prune_nulls, false, 0);
-      if (rc != SPI_OK_DELETE) elog(ERROR, "statesman: retention failed: %s", SPI_result_code_string(rc));
+      int rc = SPI_execute_plan(prune, prune_values, nullptr, false, 0);
+      if (rc != SPI_OK_SELECT) elog(ERROR, "statesman: retention failed: %s", SPI_result_code_string(rc));
     });
   }
+  NoteAppend();
 
   return Call([&] {
     SPI_finish();

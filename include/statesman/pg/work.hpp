@@ -1,0 +1,43 @@
+// Transactions, SPI queries and waiting, for statesman's own processes and for the C++ code
+// that runs SQL (dispatch_once). Every function here converts PostgreSQL errors into
+// pg::PgError, so callers may hold C++ objects. Only src/pg/ includes this header.
+#pragma once
+
+#include "statesman/pg/guard.hpp"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace statesman::pg {
+
+using Value = std::optional<std::string>;
+using Row = std::vector<Value>;
+
+// A worker transaction, as worker_spi runs one: statement timestamp, StartTransactionCommand,
+// SPI_connect, an active snapshot, and the activity shown in pg_stat_activity.
+void BeginWork(const char *activity);
+// Commits the transaction BeginWork started and reports the process idle.
+void EndWork();
+
+// Runs one statement in the current SPI connection with text parameters ($1::bigint casts
+// in the SQL give them their types); returns the rows as text (NULL as nullopt).
+std::vector<Row> Query(const char *sql, const std::vector<Value> &params = {});
+// The first column of the first row, or nullopt when there is no row or it is NULL.
+Value QueryValue(const char *sql, const std::vector<Value> &params = {});
+
+// Handles what signals asked for: a pending termination (exits the process) and a config
+// reload. Returns false when statesman.enabled was turned off.
+bool HandleInterrupts();
+// Waits for the latch, at most timeout_ms; true when the latch (a hint) woke it.
+bool WaitForLatch(int64_t timeout_ms);
+// Waits until deadline_ms, ignoring latch wake-ups (hints), handling interrupts.
+void WaitUntil(int64_t deadline_ms);
+// Logs a line at LOG/WARNING severity, or at ERROR severity without raising an error.
+enum class LogLevel { kLog, kWarning, kError };
+void Log(LogLevel level, const std::string &message, const std::string &detail = "");
+
+int64_t ToInt(const Value &value, int64_t fallback = 0);
+
+}  // namespace statesman::pg

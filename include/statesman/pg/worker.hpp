@@ -1,0 +1,80 @@
+// The background workers: settings, the shared registry of running workers, and the entry
+// points PostgreSQL calls. Only src/pg/ includes this header (it pulls in postgres.h).
+//
+//   launcher         one per server (shared_preload_libraries); starts a database worker
+//                    for every database that accepts connections, every statesman.naptime.
+//   database worker  one per database with the extension: the feed's sequencer (woken by
+//                    committed appends), the supervisor of the database's dispatchers, and
+//                    deferred pruning. Exits when the extension is not installed.
+//   dispatcher       one per enabled outbox: delivers the feed under the outbox's lease.
+#pragma once
+
+#include "statesman/pg/guard.hpp"
+
+extern "C" {
+#include "postmaster/bgworker.h"
+#include "storage/lwlock.h"
+}
+
+#include <string>
+
+namespace statesman::pg {
+
+// GUCs (module.cpp).
+extern bool guc_enabled;
+extern int guc_max_workers;
+extern int guc_naptime_ms;
+extern bool guc_hints;
+
+void DefineSettings();
+
+// ---- Registry of running workers (registry.cpp) --------------------------------------
+// A slot names a worker by (database, outbox id); the outbox id is empty for a database
+// worker. The launching process reserves the slot, the worker claims it when it starts and
+// frees it when it exits, so no two workers ever serve the same identity.
+constexpr int kOutboxIdSize = 64;
+
+void RequestSharedMemory();
+bool RegistryAvailable();
+
+// Reserves a slot for (dboid, outbox_id); returns its index, -1 when the identity already has
+// a worker (reserved or running), -2 when every slot is taken.
+int ReserveSlot(Oid dboid, const char *outbox_id, uint32 *generation);
+// Frees a slot that is still only reserved (its worker never started).
+void ReleaseReservedSlot(int index, uint32 generation);
+// Called by a worker as it starts: claims its reserved slot. False when it is not its own.
+bool ClaimSlot(int index, uint32 generation, Oid dboid, const char *outbox_id);
+// How many slots are in use.
+int SlotsInUse();
+// Sets the latch of the database worker (dispatchers == false) or of every dispatcher of a
+// database. Takes no lock: at worst a latch is set that nobody needed.
+void WakeWorkers(Oid dboid, bool dispatchers);
+
+// Marks that this transaction appended; its commit wakes the database's sequencer.
+void NoteAppend();
+void RegisterCommitHint();
+
+// ---- Launching (launcher.cpp) ----------------------------------------------------------
+// Registers a dynamic worker in a reserved slot; false when PostgreSQL has no free worker slot.
+bool StartWorker(const char *function, const char *name, int slot, uint32 generation, Oid dboid,
+                 Oid owner, const char *outbox_id, BackgroundWorkerHandle **handle);
+void RegisterLauncher();
+
+// Arguments a dynamic worker finds in bgw_extra.
+struct WorkerArgs {
+  Oid dboid;
+  Oid owner;
+  uint32 generation;
+  char outbox_id[kOutboxIdSize];
+};
+
+// Milliseconds on a monotonic-enough clock (GetCurrentTimestamp / 1000).
+int64 NowMillis();
+
+}  // namespace statesman::pg
+
+extern "C" {
+PGDLLEXPORT void statesman_launcher_main(Datum arg);
+PGDLLEXPORT void statesman_database_main(Datum arg);
+PGDLLEXPORT void statesman_dispatcher_main(Datum arg);
+}

@@ -1,0 +1,68 @@
+// The dispatcher's timing rules, free of PostgreSQL: retry backoff, lease renewal and the
+// rate limit on failure warnings. Pure C++, no shared state: each object belongs to one
+// dispatcher (not thread-safe by itself, and never needs to be).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace statesman::worker {
+
+using Millis = int64_t;
+
+// One outbox's settings as the dispatcher uses them (SPEC §4), durations in milliseconds.
+struct OutboxSettings {
+  std::string outbox_id;
+  std::string sink;
+  bool enabled = false;
+  bool require_lease = true;
+  int batch_size = 1000;
+  Millis poll_interval = 1000;
+  Millis lease_ttl = 30000;
+  Millis lease_renew_interval = 10000;  // already resolved: lease_ttl / 3 when not set
+  Millis min_retry_delay = 200;
+  Millis max_retry_delay = 15000;
+  std::optional<int> skip_poison_after_attempts;
+};
+
+// The wait before the next attempt after `attempts` consecutive failures (attempts >= 1):
+// min_retry_delay doubled per further failure, capped at max_retry_delay.
+Millis RetryDelay(const OutboxSettings &settings, int attempts);
+
+// True when a batch that failed `attempts` times in a row is to be skipped and parked.
+bool ShouldPark(const OutboxSettings &settings, int attempts);
+
+// When the leader renews: every lease_renew_interval measured from the last successful
+// renewal, never from the volume of work, so lease traffic scales with time only.
+class LeaseClock {
+ public:
+  void Acquired(Millis now) { last_renewal_ = now; }
+  void Renewed(Millis now) { last_renewal_ = now; }
+  bool RenewDue(const OutboxSettings &settings, Millis now) const {
+    return now - last_renewal_ >= settings.lease_renew_interval;
+  }
+  Millis NextRenewal(const OutboxSettings &settings) const {
+    return last_renewal_ + settings.lease_renew_interval;
+  }
+
+ private:
+  Millis last_renewal_ = 0;
+};
+
+// Lets one failure warning through per `interval`; counts the ones held back meanwhile, so a
+// long outage cannot flood the log and the next line says how many were suppressed.
+class WarningLimiter {
+ public:
+  explicit WarningLimiter(Millis interval) : interval_(interval) {}
+  // True when a warning may be logged now; *suppressed is set to how many were held back.
+  bool Allow(Millis now, int64_t *suppressed);
+  void Reset() { last_ = std::nullopt; held_back_ = 0; }
+
+ private:
+  Millis interval_;
+  std::optional<Millis> last_;
+  int64_t held_back_ = 0;
+};
+
+}  // namespace statesman::worker

@@ -1,0 +1,168 @@
+// The database worker: one per database that has the extension. It is the feed's sequencer
+// (woken by the commit hint of appending transactions, and at least once a second), it keeps
+// one dispatcher running per enabled outbox, and it runs the retention that waited for
+// delivery. It exits when the extension is dropped or statesman.enabled is turned off.
+#include "statesman/pg/worker.hpp"
+#include "statesman/pg/work.hpp"
+
+extern "C" {
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+}
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "statesman/worker/policy.hpp"
+
+namespace statesman::pg {
+namespace {
+
+constexpr int64 kSuperviseEveryMs = 1000;
+constexpr int64 kRelaunchAfterMs = 1000;   // a dispatcher that exited is restarted after this
+constexpr const char *kSequenceBatch = "10000";
+
+struct Dispatcher {
+  BackgroundWorkerHandle *handle = nullptr;
+  int slot = -1;
+  uint32 generation = 0;
+  int64 started_at = 0;
+};
+
+bool ExtensionInstalled() {
+  return QueryValue("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'statesman'").has_value();
+}
+
+// Gives feed positions to committed records, a batch per transaction; wakes the dispatchers
+// when the head moved. Returns false when the extension is gone.
+bool Sequence(int64 *head) {
+  for (;;) {
+    BeginWork("statesman: sequencing the feed");
+    if (!ExtensionInstalled()) {
+      EndWork();
+      return false;
+    }
+    int64 before = *head;
+    *head = ToInt(QueryValue("SELECT statesman.sequence_feed($1::integer)", {kSequenceBatch}), 0);
+    EndWork();
+    if (*head > before && guc_hints) WakeWorkers(MyDatabaseId, true);
+    if (*head - before < std::stoll(kSequenceBatch)) return true;
+    if (!HandleInterrupts()) return true;
+  }
+}
+
+// Starts a dispatcher for each enabled outbox that has none; forgets the ones that exited.
+// Returns false when the extension is gone.
+bool Supervise(std::map<std::string, Dispatcher> *dispatchers, worker::WarningLimiter *no_slot) {
+  BeginWork("statesman: supervising dispatchers");
+  if (!ExtensionInstalled()) {
+    EndWork();
+    return false;
+  }
+  Oid owner = static_cast<Oid>(
+      ToInt(QueryValue("SELECT extowner FROM pg_catalog.pg_extension WHERE extname = 'statesman'")));
+  std::vector<Row> outboxes = Query("SELECT outbox_id FROM statesman.outboxes WHERE enabled ORDER BY outbox_id");
+  int64 pruned = ToInt(QueryValue("SELECT statesman._prune_deferred(1000)"));
+  EndWork();
+  if (pruned > 0) Log(LogLevel::kLog, "statesman: deferred retention pruned " + std::to_string(pruned) + " records");
+
+  int64 now = NowMillis();
+  for (auto &[id, d] : *dispatchers) {
+    if (d.handle == nullptr) continue;
+    pid_t pid;
+    BgwHandleStatus status = Call([&] { return GetBackgroundWorkerPid(d.handle, &pid); });
+    if (status == BGWH_STOPPED) {
+      ReleaseReservedSlot(d.slot, d.generation);
+      Call([&] { pfree(d.handle); });
+      d.handle = nullptr;
+    }
+  }
+  std::set<std::string> wanted;
+  for (const Row &row : outboxes) {
+    const std::string &id = *row[0];
+    wanted.insert(id);
+    Dispatcher &d = (*dispatchers)[id];
+    if (d.handle != nullptr) continue;
+    if (d.started_at != 0 && now - d.started_at < kRelaunchAfterMs) continue;
+    uint32 generation = 0;
+    int slot = ReserveSlot(MyDatabaseId, id.c_str(), &generation);
+    if (slot == -1) continue;  // one runs already (started by an earlier database worker)
+    int64 suppressed = 0;
+    if (slot == -2 || !StartWorker("statesman_dispatcher_main", "statesman dispatcher", slot, generation,
+                                   MyDatabaseId, owner, id.c_str(), &d.handle)) {
+      if (slot >= 0) ReleaseReservedSlot(slot, generation);
+      d.handle = nullptr;
+      if (no_slot->Allow(now, &suppressed))
+        Log(LogLevel::kWarning,
+            "statesman: no free worker slot for the dispatcher of outbox \"" + id + "\"; retrying",
+            slot == -2 ? "Raise statesman.max_workers (now " + std::to_string(guc_max_workers) + ")."
+                       : "Raise max_worker_processes.");
+      continue;
+    }
+    d.slot = slot;
+    d.generation = generation;
+    d.started_at = now;
+  }
+  // Outboxes dropped or paused: their dispatchers see it themselves and exit.
+  for (auto it = dispatchers->begin(); it != dispatchers->end();) {
+    if (it->second.handle == nullptr && wanted.count(it->first) == 0)
+      it = dispatchers->erase(it);
+    else
+      ++it;
+  }
+  return true;
+}
+
+void StopDispatchers(std::map<std::string, Dispatcher> *dispatchers) {
+  for (auto &[id, d] : *dispatchers)
+    if (d.handle != nullptr) Call([&] { TerminateBackgroundWorker(d.handle); });
+}
+
+void DatabaseLoop() {
+  BeginWork("statesman: starting");
+  bool installed = ExtensionInstalled();
+  EndWork();
+  if (!installed) return;
+  Log(LogLevel::kLog, "statesman: database worker started");
+
+  std::map<std::string, Dispatcher> dispatchers;
+  worker::WarningLimiter no_slot(60000);
+  int64 head = 0;
+  int64 last_supervised = 0;
+  for (;;) {
+    if (!HandleInterrupts()) break;
+    if (!Sequence(&head)) break;
+    int64 now = NowMillis();
+    if (now - last_supervised >= kSuperviseEveryMs) {
+      if (!Supervise(&dispatchers, &no_slot)) break;
+      last_supervised = now;
+    }
+    WaitForLatch(std::max<int64>(1, last_supervised + kSuperviseEveryMs - NowMillis()));
+  }
+  StopDispatchers(&dispatchers);
+  Log(LogLevel::kLog, "statesman: database worker stopped");
+}
+
+}  // namespace
+}  // namespace statesman::pg
+
+extern "C" void statesman_database_main(Datum arg) {
+  using namespace statesman::pg;
+  WorkerArgs args;
+  memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
+  BackgroundWorkerInitializeConnectionByOid(args.dboid, InvalidOid, 0);
+  if (!ClaimSlot(DatumGetInt32(arg), args.generation, args.dboid, "")) proc_exit(0);
+  pgstat_report_appname("statesman database worker");
+  Invoke([] {
+    DatabaseLoop();
+    return 0;
+  });
+  proc_exit(0);
+}

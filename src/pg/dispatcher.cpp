@@ -1,0 +1,361 @@
+// The dispatcher: delivers one outbox's feed to its sink (SPEC §4). Publish first, then
+// advance the cursor; for the `table` sink both commit in one transaction. The same cycle runs
+// in a dispatcher process (one transaction per page, under the outbox's lease, held across
+// cycles) and in statesman.dispatch_once() (in the caller's transaction).
+#include "statesman/pg/worker.hpp"
+#include "statesman/pg/work.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "utils/builtins.h"
+#include "utils/tuplestore.h"
+
+PG_FUNCTION_INFO_V1(statesman_dispatch_once);
+}
+
+#include <functional>
+#include <string>
+
+#include "statesman/error.hpp"
+#include "statesman/worker/policy.hpp"
+
+namespace statesman::pg {
+namespace {
+
+using worker::OutboxSettings;
+
+// Loads an outbox's settings; false when it does not exist.
+bool LoadSettings(const std::string &outbox_id, OutboxSettings *s) {
+  std::vector<Row> rows = Query(
+      "SELECT o.sink, o.enabled, o.require_lease, o.batch_size, "
+      "  (extract(epoch FROM o.poll_interval) * 1000)::bigint, "
+      "  (extract(epoch FROM o.lease_ttl) * 1000)::bigint, "
+      "  (extract(epoch FROM COALESCE(o.lease_renew_interval, o.lease_ttl / 3)) * 1000)::bigint, "
+      "  (extract(epoch FROM o.min_retry_delay) * 1000)::bigint, "
+      "  (extract(epoch FROM o.max_retry_delay) * 1000)::bigint, "
+      "  o.skip_poison_after_attempts "
+      "FROM statesman.outboxes o WHERE o.outbox_id = $1",
+      {outbox_id});
+  if (rows.empty()) return false;
+  const Row &r = rows[0];
+  s->outbox_id = outbox_id;
+  s->sink = r[0].value_or("");
+  s->enabled = r[1] == "t";
+  s->require_lease = r[2] == "t";
+  s->batch_size = static_cast<int>(ToInt(r[3], 1000));
+  s->poll_interval = ToInt(r[4], 1000);
+  s->lease_ttl = ToInt(r[5], 30000);
+  s->lease_renew_interval = ToInt(r[6], 10000);
+  s->min_retry_delay = ToInt(r[7], 200);
+  s->max_retry_delay = ToInt(r[8], 15000);
+  s->skip_poison_after_attempts.reset();
+  if (r[9].has_value()) s->skip_poison_after_attempts = static_cast<int>(ToInt(r[9]));
+  return true;
+}
+
+// What one cycle did.
+struct CycleOutcome {
+  int64 published = 0;
+  int64 skipped = 0;
+  int64 deduplicated = 0;
+  Value cursor;
+  bool failed = false;   // the sink refused the current page; retry after a backoff
+  int attempts = 0;
+  std::string error;
+  bool stop = false;     // the outbox was dropped or paused
+};
+
+// One page as statesman._page_result: status, read, last_position, published, deduplicated,
+// attempts, error.
+Row DeliverPage(const char *function, const std::string &outbox_id) {
+  std::string sql = std::string("SELECT r.status, r.read, r.last_position, r.published, r.deduplicated, "
+                                "r.attempts, r.error FROM ") + function + "($1) r";
+  std::vector<Row> rows = Query(sql.c_str(), {outbox_id});
+  if (rows.empty()) throw Error("XX000", "statesman: " + std::string(function) + " returned no row");
+  return rows[0];
+}
+
+// Runs one cycle: requeued dead letters first, then feed pages until a page is empty.
+// between_pages() ends one page's transaction and starts the next (a no-op in dispatch_once);
+// it returns false when the process must stop.
+CycleOutcome RunCycle(const OutboxSettings &s, const std::function<bool()> &between_pages, bool in_worker) {
+  CycleOutcome out;
+  if (s.sink != "table")
+    throw Error("0A000", "statesman: outbox \"" + s.outbox_id + "\": sink \"" + s.sink + "\" is not supported");
+
+  // Dead letters queued by statesman.redeliver().
+  for (;;) {
+    Row page = DeliverPage("statesman._redeliver_table_page", s.outbox_id);
+    const std::string status = page[0].value_or("");
+    if (status == "empty") break;
+    if (status == "failed") {
+      Log(LogLevel::kWarning,
+          "statesman: outbox \"" + s.outbox_id + "\": redelivery of " + page[1].value_or("?") +
+              " parked messages failed; they stay in statesman.dead_letters",
+          page[6].value_or(""));
+      break;
+    }
+    out.published += ToInt(page[3]);
+    out.deduplicated += ToInt(page[4]);
+    if (!between_pages()) return out;
+  }
+
+  for (;;) {
+    Row page = DeliverPage("statesman._deliver_table_page", s.outbox_id);
+    const std::string status = page[0].value_or("");
+    out.cursor = page[2];
+    if (status == "gone" || status == "paused") {
+      out.stop = true;
+      return out;
+    }
+    if (status == "empty") return out;
+    if (status == "failed") {
+      out.attempts = static_cast<int>(ToInt(page[5]));
+      out.error = page[6].value_or("unknown error");
+      if (!worker::ShouldPark(s, out.attempts)) {
+        out.failed = true;
+        return out;
+      }
+      // Poison: skip the page, parking every message of it in the same transaction.
+      int64 parked = ToInt(QueryValue("SELECT statesman._park_page($1, $2, $3::integer)",
+                                      {s.outbox_id, out.error, std::to_string(out.attempts)}));
+      out.skipped += parked;
+      out.cursor = QueryValue("SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = $1", {s.outbox_id});
+      Log(in_worker ? LogLevel::kError : LogLevel::kWarning,
+          "statesman: outbox \"" + s.outbox_id + "\": skipped " + std::to_string(parked) + " messages after " +
+              std::to_string(out.attempts) + " failed attempts; they were never delivered",
+          "They are parked in statesman.dead_letters; statesman.redeliver('" + s.outbox_id +
+              "') hands them to the sink again. Last error: " + out.error);
+      out.attempts = 0;
+      out.error.clear();
+    } else {
+      out.published += ToInt(page[3]);
+      out.deduplicated += ToInt(page[4]);
+    }
+    if (!between_pages()) return out;
+  }
+}
+
+// ---- The dispatcher process ---------------------------------------------------------------
+
+class DispatcherProcess {
+ public:
+  explicit DispatcherProcess(std::string outbox_id) : outbox_id_(std::move(outbox_id)) {}
+
+  void Run() {
+    for (;;) {
+      if (!HandleInterrupts()) break;
+      int64 now = NowMillis();
+      BeginWork("statesman: loading outbox settings");
+      bool found = LoadSettings(outbox_id_, &settings_);
+      EndWork();
+      if (!found || !settings_.enabled) break;
+
+      if (!settings_.require_lease) {
+        if (leased_) ReleaseLease();
+        if (!warned_unleased_) {
+          Log(LogLevel::kWarning, "statesman: outbox \"" + outbox_id_ +
+                                      "\" runs without a lease (require_lease => false): nothing stops a "
+                                      "second dispatcher from publishing at the same time");
+          warned_unleased_ = true;
+        }
+        Note("leading");
+      } else {
+        warned_unleased_ = false;
+        if (!leased_) {
+          if (now >= next_acquire_) {
+            BeginWork("statesman: acquiring lease");
+            leased_ = QueryValue("SELECT statesman._acquire_lease($1)", {outbox_id_}) == "t";
+            EndWork();
+            next_acquire_ = now + settings_.poll_interval;
+            if (leased_) {
+              clock_.Acquired(now);
+              Log(LogLevel::kLog, "statesman: outbox \"" + outbox_id_ + "\": lease acquired; leading");
+            }
+          }
+          Note(leased_ ? "leading" : "standby");
+          if (!leased_) {
+            WaitUntil(next_acquire_);  // a standby ignores hints
+            continue;
+          }
+        }
+      }
+
+      if (now < retry_at_) {
+        WaitUntil(std::min(retry_at_, NextRenewal()));
+        RenewIfDue();
+        continue;
+      }
+      if (!RenewIfDue()) continue;
+
+      BeginWork("statesman: sequencing the feed");
+      QueryValue("SELECT statesman.sequence_feed(10000)");
+      EndWork();
+
+      BeginWork("statesman: delivering");
+      CycleOutcome out = RunCycle(
+          settings_,
+          [this] {
+            EndWork();
+            if (!HandleInterrupts()) return false;
+            if (!RenewIfDue()) return false;
+            BeginWork("statesman: delivering");
+            return true;
+          },
+          true);
+      if (IsTransactionState()) EndWork();
+      if (out.stop) break;
+      if (out.failed) {
+        retry_at_ = NowMillis() + worker::RetryDelay(settings_, out.attempts);
+        int64 suppressed = 0;
+        if (failures_.Allow(NowMillis(), &suppressed))
+          Log(LogLevel::kWarning,
+              "statesman: outbox \"" + outbox_id_ + "\": delivery failed (attempt " + std::to_string(out.attempts) +
+                  "), retrying in " + std::to_string(worker::RetryDelay(settings_, out.attempts)) + " ms: " +
+                  out.error,
+              suppressed > 0 ? std::to_string(suppressed) + " similar warnings suppressed" : "");
+        continue;
+      }
+      retry_at_ = 0;
+      WaitForLatch(std::min<int64>(settings_.poll_interval,
+                                   settings_.require_lease ? NextRenewal() - NowMillis() : settings_.poll_interval));
+    }
+    if (leased_) ReleaseLease();
+    BeginWork("statesman: stopping");
+    QueryValue("SELECT statesman._note_dispatcher($1, NULL)", {outbox_id_});
+    EndWork();
+  }
+
+ private:
+  int64 NextRenewal() const { return clock_.NextRenewal(settings_); }
+
+  // Renews the lease when due (measured from the last renewal). False when the lease was lost.
+  bool RenewIfDue() {
+    if (!leased_) return settings_.require_lease ? false : true;
+    int64 now = NowMillis();
+    if (!clock_.RenewDue(settings_, now)) return true;
+    BeginWork("statesman: renewing lease");
+    bool renewed = QueryValue("SELECT statesman._renew_lease($1)", {outbox_id_}) == "t";
+    EndWork();
+    if (renewed) {
+      clock_.Renewed(now);
+      return true;
+    }
+    Log(LogLevel::kWarning, "statesman: outbox \"" + outbox_id_ + "\": lease lost; standing by");
+    ReleaseLease();
+    return false;
+  }
+
+  void ReleaseLease() {
+    BeginWork("statesman: releasing lease");
+    QueryValue("SELECT statesman._release_lease($1)", {outbox_id_});
+    EndWork();
+    leased_ = false;
+  }
+
+  void Note(const char *state) {
+    if (noted_ == state) return;
+    BeginWork("statesman: noting state");
+    QueryValue("SELECT statesman._note_dispatcher($1, $2)", {outbox_id_, std::string(state)});
+    EndWork();
+    noted_ = state;
+  }
+
+  std::string outbox_id_;
+  OutboxSettings settings_;
+  bool leased_ = false;
+  bool warned_unleased_ = false;
+  worker::LeaseClock clock_;
+  worker::WarningLimiter failures_{10000};
+  int64 next_acquire_ = 0;
+  int64 retry_at_ = 0;
+  std::string noted_;
+};
+
+// ---- dispatch_once ------------------------------------------------------------------------
+
+struct OnceResult {
+  int64 published, skipped, deduplicated;
+  bool has_cursor;
+  int64 cursor;
+};
+
+OnceResult DispatchOnce(const std::string &outbox_id) {
+  QueryValue("SELECT statesman._check_id($1, 'outbox_id')", {outbox_id});
+  OutboxSettings s;
+  if (!LoadSettings(outbox_id, &s)) throw Error("42704", "outbox \"" + outbox_id + "\" does not exist");
+  auto cursor = [&] {
+    return QueryValue("SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = $1", {outbox_id});
+  };
+  OnceResult result{0, 0, 0, false, 0};
+  auto finish = [&](const Value &position) {
+    result.has_cursor = position.has_value();
+    result.cursor = ToInt(position);
+    return result;
+  };
+  if (!s.enabled) return finish(cursor());
+  // The lease for this transaction only: it ends with the caller's transaction whatever
+  // happens, so a failed call can never leave the outbox leased to an idle session.
+  if (s.require_lease && QueryValue("SELECT statesman._acquire_lease($1, true)", {outbox_id}) != "t")
+    return finish(cursor());
+  bool own_transaction = Call([] { return !IsTransactionBlock() && XactIsoLevel == XACT_READ_COMMITTED; });
+  if (own_transaction) QueryValue("SELECT statesman.sequence_feed(10000)");
+  CycleOutcome out = RunCycle(s, [] { return HandleInterrupts() || true; }, false);
+  if (out.failed)
+    Log(LogLevel::kWarning,
+        "statesman: outbox \"" + outbox_id + "\": delivery failed (attempt " + std::to_string(out.attempts) +
+            "): " + out.error);
+  result.published = out.published;
+  result.skipped = out.skipped;
+  result.deduplicated = out.deduplicated;
+  return finish(cursor());
+}
+
+}  // namespace
+}  // namespace statesman::pg
+
+extern "C" void statesman_dispatcher_main(Datum arg) {
+  using namespace statesman::pg;
+  WorkerArgs args;
+  memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
+  BackgroundWorkerInitializeConnectionByOid(args.dboid, args.owner, 0);
+  if (!ClaimSlot(DatumGetInt32(arg), args.generation, args.dboid, args.outbox_id)) proc_exit(0);
+  pgstat_report_appname("statesman dispatcher");
+  Invoke([&] {
+    DispatcherProcess(args.outbox_id).Run();
+    return 0;
+  });
+  proc_exit(0);
+}
+
+// statesman.dispatch_once(outbox_id) → (published, skipped, deduplicated, cursor_position)
+extern "C" Datum statesman_dispatch_once(PG_FUNCTION_ARGS) {
+  using namespace statesman::pg;
+  return Invoke([&] {
+    char *id = Call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
+    Call([] {
+      if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "statesman: SPI_connect failed");
+    });
+    OnceResult r = DispatchOnce(id);
+    return Call([&] {
+      SPI_finish();
+      InitMaterializedSRF(fcinfo, 0);
+      ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+      Datum values[4] = {Int64GetDatum(r.published), Int64GetDatum(r.skipped), Int64GetDatum(r.deduplicated),
+                         Int64GetDatum(r.cursor)};
+      bool nulls[4] = {false, false, false, !r.has_cursor};
+      tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+      return static_cast<Datum>(0);
+    });
+  });
+}

@@ -1,0 +1,182 @@
+// The launcher: one per server. Every statesman.naptime it lists the databases and starts a
+// database worker for each one that has none; a database worker exits at once where the
+// extension is not installed, so a database that installs it later is served within one
+// naptime. The launcher never raises an ERROR for want of a worker slot: it warns and retries.
+#include "statesman/pg/worker.hpp"
+#include "statesman/pg/work.hpp"
+
+extern "C" {
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "tcop/tcopprot.h"
+#include "utils/snapmgr.h"
+}
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "statesman/worker/policy.hpp"
+
+namespace statesman::pg {
+namespace {
+
+struct Launched {
+  BackgroundWorkerHandle *handle = nullptr;
+  int slot = -1;
+  uint32 generation = 0;
+  int64 started_at = 0;
+};
+
+// Databases that accept connections and are not templates.
+std::vector<Oid> ListDatabases() {
+  std::vector<Oid> oids;
+  Oid *found = nullptr;
+  int count = 0;
+  Call([&] {
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    (void)GetTransactionSnapshot();
+    pgstat_report_activity(STATE_RUNNING, "listing databases");
+    Relation rel = table_open(DatabaseRelationId, AccessShareLock);
+    TableScanDesc scan = table_beginscan_catalog(rel, 0, nullptr);
+    int capacity = 16;
+    MemoryContext top = TopMemoryContext;
+    found = static_cast<Oid *>(MemoryContextAlloc(top, sizeof(Oid) * capacity));
+    HeapTuple tuple;
+    while ((tuple = heap_getnext(scan, ForwardScanDirection)) != nullptr) {
+      Form_pg_database db = reinterpret_cast<Form_pg_database>(GETSTRUCT(tuple));
+      if (!db->datallowconn || db->datistemplate) continue;
+      if (count == capacity) {
+        capacity *= 2;
+        found = static_cast<Oid *>(repalloc(found, sizeof(Oid) * capacity));
+      }
+      found[count++] = db->oid;
+    }
+    table_endscan(scan);
+    table_close(rel, AccessShareLock);
+    CommitTransactionCommand();
+    pgstat_report_activity(STATE_IDLE, nullptr);
+  });
+  oids.assign(found, found + count);
+  Call([&] { pfree(found); });
+  return oids;
+}
+
+void LauncherLoop() {
+  std::map<Oid, Launched> launched;
+  worker::WarningLimiter no_slot(60000);
+  for (;;) {
+    bool enabled = HandleInterrupts();
+    int64 now = NowMillis();
+    // Forget workers that have exited; a reservation whose worker never started is freed.
+    for (auto &[dboid, entry] : launched) {
+      if (entry.handle == nullptr) continue;
+      pid_t pid;
+      BgwHandleStatus status = Call([&] { return GetBackgroundWorkerPid(entry.handle, &pid); });
+      if (status == BGWH_STOPPED) {
+        ReleaseReservedSlot(entry.slot, entry.generation);
+        Call([&] { pfree(entry.handle); });
+        entry.handle = nullptr;
+      }
+    }
+    if (enabled) {
+      for (Oid dboid : ListDatabases()) {
+        Launched &entry = launched[dboid];
+        if (entry.handle != nullptr) continue;                                   // running
+        if (entry.started_at != 0 && now - entry.started_at < guc_naptime_ms) continue;  // checked lately
+        uint32 generation = 0;
+        int slot = ReserveSlot(dboid, "", &generation);
+        if (slot == -1) continue;  // a database worker from an earlier launcher still runs
+        int64 suppressed = 0;
+        if (slot == -2) {
+          if (no_slot.Allow(now, &suppressed))
+            Log(LogLevel::kWarning,
+                "statesman: no free worker slot for database " + std::to_string(dboid) +
+                    " (statesman.max_workers = " + std::to_string(guc_max_workers) + "); retrying",
+                suppressed > 0 ? std::to_string(suppressed) + " similar warnings suppressed" : "");
+          break;
+        }
+        BackgroundWorkerHandle *handle = nullptr;
+        if (!StartWorker("statesman_database_main", "statesman database worker", slot, generation, dboid,
+                         InvalidOid, "", &handle)) {
+          ReleaseReservedSlot(slot, generation);
+          if (no_slot.Allow(now, &suppressed))
+            Log(LogLevel::kWarning,
+                "statesman: could not start a database worker: no free background worker slot; retrying",
+                "Raise max_worker_processes.");
+          break;
+        }
+        entry = Launched{handle, slot, generation, now};
+      }
+    }
+    WaitForLatch(guc_naptime_ms);
+  }
+}
+
+}  // namespace
+
+bool StartWorker(const char *function, const char *name, int slot, uint32 generation, Oid dboid, Oid owner,
+                 const char *outbox_id, BackgroundWorkerHandle **handle) {
+  return Call([&] {
+    BackgroundWorker worker;
+    memset(&worker, 0, sizeof(worker));
+    worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+    worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+    worker.bgw_restart_time = BGW_NEVER_RESTART;
+    strlcpy(worker.bgw_library_name, "statesman", BGW_MAXLEN);
+    strlcpy(worker.bgw_function_name, function, BGW_MAXLEN);
+    if (outbox_id[0] != '\0')
+      snprintf(worker.bgw_name, BGW_MAXLEN, "%s %s", name, outbox_id);
+    else
+      strlcpy(worker.bgw_name, name, BGW_MAXLEN);
+    strlcpy(worker.bgw_type, name, BGW_MAXLEN);
+    worker.bgw_main_arg = Int32GetDatum(slot);
+    worker.bgw_notify_pid = MyProcPid;
+    WorkerArgs args;
+    memset(&args, 0, sizeof(args));
+    args.dboid = dboid;
+    args.owner = owner;
+    args.generation = generation;
+    strlcpy(args.outbox_id, outbox_id, kOutboxIdSize);
+    static_assert(sizeof(WorkerArgs) <= BGW_EXTRALEN, "worker arguments must fit bgw_extra");
+    memcpy(worker.bgw_extra, &args, sizeof(args));
+    return RegisterDynamicBackgroundWorker(&worker, handle);
+  });
+}
+
+void RegisterLauncher() {
+  BackgroundWorker worker;
+  memset(&worker, 0, sizeof(worker));
+  worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+  worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+  worker.bgw_restart_time = 5;
+  strlcpy(worker.bgw_library_name, "statesman", BGW_MAXLEN);
+  strlcpy(worker.bgw_function_name, "statesman_launcher_main", BGW_MAXLEN);
+  strlcpy(worker.bgw_name, "statesman launcher", BGW_MAXLEN);
+  strlcpy(worker.bgw_type, "statesman launcher", BGW_MAXLEN);
+  RegisterBackgroundWorker(&worker);
+}
+
+}  // namespace statesman::pg
+
+extern "C" void statesman_launcher_main(Datum) {
+  using namespace statesman::pg;
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
+  BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
+  Invoke([] {
+    LauncherLoop();
+    return 0;
+  });
+  proc_exit(0);
+}

@@ -1,0 +1,156 @@
+// Transactions, SPI and waiting for statesman's processes (see work.hpp).
+#include "statesman/pg/work.hpp"
+
+extern "C" {
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/latch.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+}
+
+#include "statesman/pg/worker.hpp"
+
+namespace statesman::pg {
+
+int64 NowMillis() { return Call([] { return static_cast<int64>(GetCurrentTimestamp() / 1000); }); }
+
+void BeginWork(const char *activity) {
+  Call([&] {
+    SetCurrentStatementStartTimestamp();
+    StartTransactionCommand();
+    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "statesman: SPI_connect failed");
+    PushActiveSnapshot(GetTransactionSnapshot());
+    pgstat_report_activity(STATE_RUNNING, activity);
+  });
+}
+
+void EndWork() {
+  Call([] {
+    SPI_finish();
+    PopActiveSnapshot();
+    CommitTransactionCommand();
+    pgstat_report_stat(false);
+    pgstat_report_activity(STATE_IDLE, nullptr);
+  });
+}
+
+std::vector<Row> Query(const char *sql, const std::vector<Value> &params) {
+  const int nargs = static_cast<int>(params.size());
+  // Parameters and results cross as palloc'd C strings, so that no C++ object is created
+  // while PostgreSQL may raise an error.
+  std::vector<Oid> types(nargs, TEXTOID);
+  std::vector<Datum> values(nargs);
+  std::vector<char> nulls(nargs, ' ');
+  std::vector<const char *> texts(nargs, nullptr);
+  for (int i = 0; i < nargs; ++i) {
+    if (params[i].has_value())
+      texts[i] = params[i]->c_str();
+    else
+      nulls[i] = 'n';
+  }
+  uint64 nrows = 0;
+  int ncols = 0;
+  char **cells = Call([&] {
+    for (int i = 0; i < nargs; ++i)
+      if (texts[i] != nullptr) values[i] = CStringGetTextDatum(texts[i]);
+    int rc = SPI_execute_with_args(sql, nargs, types.data(), values.data(), nulls.data(), false, 0);
+    if (rc < 0) elog(ERROR, "statesman: query failed (%s): %s", SPI_result_code_string(rc), sql);
+    nrows = SPI_processed;
+    char **out = nullptr;
+    if (SPI_tuptable != nullptr && nrows > 0) {
+      ncols = SPI_tuptable->tupdesc->natts;
+      out = static_cast<char **>(palloc0(sizeof(char *) * nrows * ncols));
+      for (uint64 r = 0; r < nrows; ++r)
+        for (int c = 0; c < ncols; ++c)
+          out[r * ncols + c] = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1);
+    }
+    return out;
+  });
+  std::vector<Row> rows;
+  rows.reserve(nrows);
+  for (uint64 r = 0; r < nrows; ++r) {
+    Row row(ncols);
+    for (int c = 0; c < ncols; ++c)
+      if (cells[r * ncols + c] != nullptr) row[c] = std::string(cells[r * ncols + c]);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+Value QueryValue(const char *sql, const std::vector<Value> &params) {
+  std::vector<Row> rows = Query(sql, params);
+  if (rows.empty() || rows[0].empty()) return std::nullopt;
+  return rows[0][0];
+}
+
+bool HandleInterrupts() {
+  Call([] {
+    CHECK_FOR_INTERRUPTS();
+    if (ConfigReloadPending) {
+      ConfigReloadPending = false;
+      ProcessConfigFile(PGC_SIGHUP);
+    }
+  });
+  return guc_enabled;
+}
+
+bool WaitForLatch(int64_t timeout_ms) {
+  if (timeout_ms < 0) timeout_ms = 0;
+  int rc = Call([&] {
+    int events = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, static_cast<long>(timeout_ms),
+                           PG_WAIT_EXTENSION);
+    ResetLatch(MyLatch);
+    return events;
+  });
+  HandleInterrupts();
+  return (rc & WL_LATCH_SET) != 0;
+}
+
+void WaitUntil(int64_t deadline_ms) {
+  for (int64_t now = NowMillis(); now < deadline_ms; now = NowMillis()) {
+    WaitForLatch(deadline_ms - now);
+    if (!guc_enabled) return;
+  }
+}
+
+void Log(LogLevel level, const std::string &message, const std::string &detail) {
+  const char *msg = message.c_str();
+  const char *det = detail.empty() ? nullptr : detail.c_str();
+  if (level == LogLevel::kError) {
+    // An ERROR-level line in the log without aborting anything: raise, then report and
+    // swallow it right here.
+    MemoryContext context = CurrentMemoryContext;
+    PG_TRY();
+    {
+      ereport(ERROR, (errcode(ERRCODE_EXTERNAL_ROUTINE_EXCEPTION), errmsg_internal("%s", msg),
+                      det != nullptr ? errdetail_internal("%s", det) : 0));
+    }
+    PG_CATCH();
+    {
+      MemoryContextSwitchTo(context);
+      EmitErrorReport();
+      FlushErrorState();
+    }
+    PG_END_TRY();
+    return;
+  }
+  Call([&] {
+    ereport(level == LogLevel::kWarning ? WARNING : LOG,
+            (errmsg_internal("%s", msg), det != nullptr ? errdetail_internal("%s", det) : 0));
+  });
+}
+
+int64_t ToInt(const Value &value, int64_t fallback) {
+  if (!value.has_value() || value->empty()) return fallback;
+  return std::stoll(*value);
+}
+
+}  // namespace statesman::pg

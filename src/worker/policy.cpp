@@ -1,0 +1,29 @@
+// Timing rules of the dispatcher (see policy.hpp).
+#include "statesman/worker/policy.hpp"
+
+#include <algorithm>
+
+namespace statesman::worker {
+
+Millis RetryDelay(const OutboxSettings &settings, int attempts) {
+  Millis delay = std::max<Millis>(settings.min_retry_delay, 1);
+  for (int i = 1; i < attempts && delay < settings.max_retry_delay; ++i) delay *= 2;
+  return std::min(delay, settings.max_retry_delay);
+}
+
+bool ShouldPark(const OutboxSettings &settings, int attempts) {
+  return settings.skip_poison_after_attempts.has_value() && attempts >= *settings.skip_poison_after_attempts;
+}
+
+bool WarningLimiter::Allow(Millis now, int64_t *suppressed) {
+  if (last_.has_value() && now - *last_ < interval_) {
+    ++held_back_;
+    return false;
+  }
+  *suppressed = held_back_;
+  held_back_ = 0;
+  last_ = now;
+  return true;
+}
+
+}  // namespace statesman::worker
