@@ -1006,6 +1006,38 @@ CREATE FUNCTION statesman._lease_key(outbox_id text) RETURNS integer
     AS $$ SELECT pg_catalog.hashtext(outbox_id) $$;
 COMMENT ON FUNCTION statesman._lease_key(text) IS 'second half of an outbox''s lease lock key';
 
+-- A leader that is alive but stuck (a sink call that hangs) stops renewing its lease row. Once
+-- the row is older than lease_ttl, its session is terminated, which releases the lock, so the
+-- outbox is never blocked for much longer than lease_ttl + poll_interval. True when it terminated one.
+CREATE FUNCTION statesman._expire_stuck_lease(outbox_id text) RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    l statesman.leases;
+BEGIN
+    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _expire_stuck_lease.outbox_id;
+    SELECT * INTO l FROM statesman.leases x WHERE x.outbox_id = _expire_stuck_lease.outbox_id;
+    IF o.outbox_id IS NULL OR l.holder_pid IS NULL OR l.holder_pid = pg_backend_pid()
+       OR l.renewed_at >= clock_timestamp() - o.lease_ttl THEN
+        RETURN false;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_locks k
+                   WHERE k.locktype = 'advisory' AND k.granted AND k.pid = l.holder_pid
+                     AND k.classid::bigint = 1398033744
+                     AND k.objid = statesman._lease_key(o.outbox_id)::oid AND k.objsubid = 2
+                     AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())) THEN
+        RETURN false;
+    END IF;
+    RAISE WARNING 'statesman: outbox "%": the lease holder (pid %) has not renewed for %; terminating it',
+                  o.outbox_id, l.holder_pid, clock_timestamp() - l.renewed_at;
+    RETURN pg_terminate_backend(l.holder_pid);
+END
+$$;
+COMMENT ON FUNCTION statesman._expire_stuck_lease(text) IS
+    'terminates a lease holder that has not renewed within lease_ttl';
+
 -- Tries to take the lease: a session advisory lock, kept across transactions until released
 -- or the session ends. A holder whose lease row was not renewed within lease_ttl is stuck: it
 -- is terminated (its lock goes with its session) and the next attempt can take over.
@@ -1015,7 +1047,6 @@ CREATE FUNCTION statesman._acquire_lease(outbox_id text, transactional boolean D
     AS $$
 DECLARE
     o statesman.outboxes;
-    l statesman.leases;
     got boolean;
 BEGIN
     SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _acquire_lease.outbox_id;
@@ -1035,17 +1066,7 @@ BEGIN
         WHERE x.outbox_id = o.outbox_id;
         RETURN true;
     END IF;
-    SELECT * INTO l FROM statesman.leases x WHERE x.outbox_id = o.outbox_id;
-    IF l.renewed_at < clock_timestamp() - o.lease_ttl AND l.holder_pid IS NOT NULL
-       AND EXISTS (SELECT FROM pg_locks k
-                   WHERE k.locktype = 'advisory' AND k.granted AND k.pid = l.holder_pid
-                     AND k.classid::bigint = 1398033744
-                     AND k.objid = statesman._lease_key(o.outbox_id)::oid AND k.objsubid = 2
-                     AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())) THEN
-        RAISE WARNING 'statesman: outbox "%": the lease holder (pid %) has not renewed for %; terminating it',
-                      o.outbox_id, l.holder_pid, clock_timestamp() - l.renewed_at;
-        PERFORM pg_terminate_backend(l.holder_pid);
-    END IF;
+    PERFORM statesman._expire_stuck_lease(o.outbox_id);
     RETURN false;
 END
 $$;
@@ -1629,6 +1650,7 @@ REVOKE ALL ON FUNCTION statesman.dispatch_once(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._acquire_lease(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._renew_lease(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._expire_stuck_lease(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._release_lease(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._note_dispatcher(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._note_failure(text, text) FROM PUBLIC;

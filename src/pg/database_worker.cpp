@@ -67,6 +67,9 @@ bool Supervise(std::map<std::string, Dispatcher> *dispatchers, worker::WarningLi
       ToInt(QueryValue("SELECT extowner FROM pg_catalog.pg_extension WHERE extname = 'statesman'")));
   std::vector<Row> outboxes = Query("SELECT outbox_id FROM statesman.outboxes WHERE enabled ORDER BY outbox_id");
   int64 pruned = ToInt(QueryValue("SELECT statesman._prune_deferred(1000)"));
+  // The watchdog of stuck leaders (see statesman._expire_stuck_lease).
+  Query("SELECT statesman._expire_stuck_lease(o.outbox_id) FROM statesman.outboxes o "
+        "WHERE o.enabled AND o.require_lease");
   EndWork();
   if (pruned > 0) Log(LogLevel::kLog, "statesman: deferred retention pruned " + std::to_string(pruned) + " records");
 

@@ -150,6 +150,12 @@ class DispatcherProcess {
   explicit DispatcherProcess(std::string outbox_id) : outbox_id_(std::move(outbox_id)) {}
 
   void Run() {
+    // Like PostgreSQL's logical replication apply worker: a page's transaction need not wait
+    // for its WAL flush. A crash can only lose a whole page (sink rows and cursor advance
+    // together, or the cursor advance alone for other sinks), which is then delivered again.
+    BeginWork("statesman: starting");
+    QueryValue("SELECT pg_catalog.set_config('synchronous_commit', 'off', false)");
+    EndWork();
     for (;;) {
       if (!HandleInterrupts()) break;
       int64 now = NowMillis();

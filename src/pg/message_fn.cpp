@@ -27,52 +27,45 @@ enum MessageArg {
   kSerializerId, kPayload, kCorrelationId, kCausationId, kMetadata, kError
 };
 
-void PushKey(JsonbParseState **state, const char *key) {
-  JsonbValue k;
-  k.type = jbvString;
-  k.val.string.val = const_cast<char *>(key);
-  k.val.string.len = static_cast<int>(strlen(key));
-  pushJsonbValue(state, WJB_KEY, &k);
-}
+// The message's keys. jsonb stores object keys sorted (shorter first, then bytewise) and sorts
+// whatever it is given; handing them over already in that order makes its sort a single pass.
+enum Key {
+  kPathKey, kRootKey, kEpochKey, kErrorKey, kStoreKey, kSchemaKey, kSourceKey, kStatusKey, kAddressKey,
+  kPayloadKey, kMetadataKey, kRevisionKey, kMessageIdKey, kOperationKey, kPartitionKey, kValueTypeKey,
+  kOccurredAtKey, kCausationIdKey, kContentTypeKey, kFingerprintKey, kSerializerIdKey, kCorrelationIdKey,
+  kSchemaVersionKey, kGlobalPositionKey, kKeyCount
+};
+constexpr const char *kKeyNames[kKeyCount] = {
+    "path", "root", "epoch", "error", "store", "schema", "source", "status", "address", "payload", "metadata",
+    "revision", "messageId", "operation", "partition", "valueType", "occurredAt", "causationId", "contentType",
+    "fingerprint", "serializerId", "correlationId", "schemaVersion", "globalPosition"};
 
-void PushNull(JsonbParseState **state) {
-  JsonbValue v;
-  v.type = jbvNull;
-  pushJsonbValue(state, WJB_VALUE, &v);
-}
+// The value of each key; type jbvNull until set. A key left unset with `omit` is not written.
+struct Fields {
+  JsonbValue value[kKeyCount];
+  bool omit[kKeyCount];
+};
 
-void PushString(JsonbParseState **state, const char *key, char *data, int length) {
-  PushKey(state, key);
-  JsonbValue v;
-  v.type = jbvString;
-  v.val.string.val = data;
-  v.val.string.len = length;
-  pushJsonbValue(state, WJB_VALUE, &v);
+void SetNull(Fields &f, Key key) { f.value[key].type = jbvNull; }
+
+void SetString(Fields &f, Key key, char *data, int length) {
+  f.value[key].type = jbvString;
+  f.value[key].val.string.val = data;
+  f.value[key].val.string.len = length;
 }
 
 // A text argument as a JSON string, or null.
-void PushTextArg(JsonbParseState **state, const char *key, FunctionCallInfo fcinfo, int argno) {
-  if (PG_ARGISNULL(argno)) {
-    PushKey(state, key);
-    PushNull(state);
-    return;
-  }
+void SetTextArg(Fields &f, Key key, FunctionCallInfo fcinfo, int argno) {
+  if (PG_ARGISNULL(argno)) return SetNull(f, key);
   text *t = PG_GETARG_TEXT_PP(argno);
-  PushString(state, key, VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t)));
+  SetString(f, key, VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t)));
 }
 
 // An integer argument as an exact JSON number, or null.
-void PushIntegerArg(JsonbParseState **state, const char *key, FunctionCallInfo fcinfo, int argno,
-                    bool is_int4) {
-  PushKey(state, key);
-  if (PG_ARGISNULL(argno)) {
-    PushNull(state);
-    return;
-  }
-  JsonbValue v;
-  v.type = jbvNumeric;
-  v.val.numeric = int64_to_numeric(is_int4 ? PG_GETARG_INT32(argno) : PG_GETARG_INT64(argno));
-  pushJsonbValue(state, WJB_VALUE, &v);
+void SetIntegerArg(Fields &f, Key key, FunctionCallInfo fcinfo, int argno, bool is_int4) {
+  if (PG_ARGISNULL(argno)) return SetNull(f, key);
+  f.value[key].type = jbvNumeric;
+  f.value[key].val.numeric = int64_to_numeric(is_int4 ? PG_GETARG_INT32(argno) : PG_GETARG_INT64(argno));
 }
 
 }  // namespace
@@ -87,11 +80,13 @@ extern "C" Datum statesman_message(PG_FUNCTION_ARGS) {
   for (int required : {kStore, kEpoch, kAddress, kRevision})
     if (PG_ARGISNULL(required)) PG_RETURN_NULL();
 
-  JsonbParseState *state = nullptr;
-  pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
+  Fields f;
+  for (int k = 0; k < kKeyCount; ++k) {
+    f.value[k].type = jbvNull;
+    f.omit[k] = false;
+  }
 
-  PushString(&state, "schema", const_cast<char *>(store::kMessageSchema),
-             static_cast<int>(strlen(store::kMessageSchema)));
+  SetString(f, kSchemaKey, const_cast<char *>(store::kMessageSchema), static_cast<int>(strlen(store::kMessageSchema)));
 
   // messageId = {store}/{address}#{revision}
   text *store_name = PG_GETARG_TEXT_PP(kStore);
@@ -103,42 +98,37 @@ extern "C" Datum statesman_message(PG_FUNCTION_ARGS) {
   appendStringInfoChar(&id, '/');
   appendBinaryStringInfo(&id, VARDATA_ANY(address), static_cast<int>(VARSIZE_ANY_EXHDR(address)));
   appendStringInfo(&id, "#" INT64_FORMAT, revision);
-  PushString(&state, "messageId", id.data, id.len);
+  SetString(f, kMessageIdKey, id.data, id.len);
 
-  PushTextArg(&state, "store", fcinfo, kStore);
-  PushTextArg(&state, "root", fcinfo, kRoot);
-  PushTextArg(&state, "path", fcinfo, kPath);
-  PushTextArg(&state, "partition", fcinfo, kPartition);
-  PushTextArg(&state, "address", fcinfo, kAddress);
-  PushIntegerArg(&state, "revision", fcinfo, kRevision, false);
-  PushIntegerArg(&state, "globalPosition", fcinfo, kGlobalPosition, false);
+  SetTextArg(f, kStoreKey, fcinfo, kStore);
+  SetTextArg(f, kRootKey, fcinfo, kRoot);
+  SetTextArg(f, kPathKey, fcinfo, kPath);
+  SetTextArg(f, kPartitionKey, fcinfo, kPartition);
+  SetTextArg(f, kAddressKey, fcinfo, kAddress);
+  SetIntegerArg(f, kRevisionKey, fcinfo, kRevision, false);
+  SetIntegerArg(f, kGlobalPositionKey, fcinfo, kGlobalPosition, false);
 
   char *epoch = static_cast<char *>(palloc(UUID_LEN * 2 + 5));
   store::FormatUuid(PG_GETARG_UUID_P(kEpoch)->data, epoch);
-  PushString(&state, "epoch", epoch, UUID_LEN * 2 + 4);
+  SetString(f, kEpochKey, epoch, UUID_LEN * 2 + 4);
 
-  if (PG_ARGISNULL(kOccurredAt)) {
-    PushKey(&state, "occurredAt");
-    PushNull(&state);
-  } else {
+  if (!PG_ARGISNULL(kOccurredAt)) {
     char *occurred = static_cast<char *>(palloc(store::kUtcTextSize));
     store::FormatUtcMicros(PG_GETARG_TIMESTAMPTZ(kOccurredAt), occurred);
-    PushString(&state, "occurredAt", occurred, static_cast<int>(strlen(occurred)));
+    SetString(f, kOccurredAtKey, occurred, static_cast<int>(strlen(occurred)));
   }
 
-  PushTextArg(&state, "operation", fcinfo, kOperation);
-  PushTextArg(&state, "status", fcinfo, kStatus);
-  PushTextArg(&state, "valueType", fcinfo, kValueType);
-  PushIntegerArg(&state, "schemaVersion", fcinfo, kSchemaVersion, true);
-  PushTextArg(&state, "source", fcinfo, kSource);
-  PushTextArg(&state, "fingerprint", fcinfo, kFingerprint);
-  PushTextArg(&state, "contentType", fcinfo, kContentType);
-  if (!PG_ARGISNULL(kSerializerId)) PushTextArg(&state, "serializerId", fcinfo, kSerializerId);
+  SetTextArg(f, kOperationKey, fcinfo, kOperation);
+  SetTextArg(f, kStatusKey, fcinfo, kStatus);
+  SetTextArg(f, kValueTypeKey, fcinfo, kValueType);
+  SetIntegerArg(f, kSchemaVersionKey, fcinfo, kSchemaVersion, true);
+  SetTextArg(f, kSourceKey, fcinfo, kSource);
+  SetTextArg(f, kFingerprintKey, fcinfo, kFingerprint);
+  SetTextArg(f, kContentTypeKey, fcinfo, kContentType);
+  SetTextArg(f, kSerializerIdKey, fcinfo, kSerializerId);
+  f.omit[kSerializerIdKey] = PG_ARGISNULL(kSerializerId);  // serializerId is omitted when absent
 
-  if (PG_ARGISNULL(kPayload)) {
-    PushKey(&state, "payload");
-    PushNull(&state);
-  } else {
+  if (!PG_ARGISNULL(kPayload)) {
     bytea *payload = PG_GETARG_BYTEA_PP(kPayload);
     size_t length = VARSIZE_ANY_EXHDR(payload);
     size_t encoded = store::Base64Length(length);
@@ -147,24 +137,30 @@ extern "C" Datum statesman_message(PG_FUNCTION_ARGS) {
                       errmsg("payload of %s is too large for a jsonb message", text_to_cstring(address))));
     char *b64 = static_cast<char *>(palloc(encoded + 1));
     store::Base64Encode(reinterpret_cast<const unsigned char *>(VARDATA_ANY(payload)), length, b64);
-    PushString(&state, "payload", b64, static_cast<int>(encoded));
+    SetString(f, kPayloadKey, b64, static_cast<int>(encoded));
   }
 
-  PushTextArg(&state, "correlationId", fcinfo, kCorrelationId);
-  PushTextArg(&state, "causationId", fcinfo, kCausationId);
-  PushKey(&state, "metadata");
-  if (PG_ARGISNULL(kMetadata)) {
-    PushNull(&state);
-  } else {
+  SetTextArg(f, kCorrelationIdKey, fcinfo, kCorrelationId);
+  SetTextArg(f, kCausationIdKey, fcinfo, kCausationId);
+  if (!PG_ARGISNULL(kMetadata)) {
     Jsonb *metadata = PG_GETARG_JSONB_P(kMetadata);
-    JsonbValue v;
-    v.type = jbvBinary;
-    v.val.binary.data = &metadata->root;
-    v.val.binary.len = static_cast<int>(VARSIZE(metadata) - VARHDRSZ);
-    pushJsonbValue(&state, WJB_VALUE, &v);
+    f.value[kMetadataKey].type = jbvBinary;
+    f.value[kMetadataKey].val.binary.data = &metadata->root;
+    f.value[kMetadataKey].val.binary.len = static_cast<int>(VARSIZE(metadata) - VARHDRSZ);
   }
-  PushTextArg(&state, "error", fcinfo, kError);
+  SetTextArg(f, kErrorKey, fcinfo, kError);
 
+  JsonbParseState *state = nullptr;
+  pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
+  for (int k = 0; k < kKeyCount; ++k) {
+    if (f.omit[k]) continue;
+    JsonbValue key;
+    key.type = jbvString;
+    key.val.string.val = const_cast<char *>(kKeyNames[k]);
+    key.val.string.len = static_cast<int>(strlen(kKeyNames[k]));
+    pushJsonbValue(&state, WJB_KEY, &key);
+    pushJsonbValue(&state, WJB_VALUE, &f.value[k]);
+  }
   JsonbValue *object = pushJsonbValue(&state, WJB_END_OBJECT, nullptr);
   PG_RETURN_JSONB_P(JsonbValueToJsonb(object));
 }
