@@ -18,10 +18,10 @@ OBJS = \
 	src/worker/policy.o
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
-DATA       = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*--*.sql))
+DATA       = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*.sql))
 EXTRA_CLEAN = sql/$(EXTENSION)--$(EXTVERSION).sql
 
-PG_CPPFLAGS = -I$(CURDIR)/include
+PG_CPPFLAGS = -I$(CURDIR)/include -DSTATESMAN_VERSION='"$(EXTVERSION)"'
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -fno-omit-frame-pointer
 SHLIB_LINK  = -lstdc++
 

@@ -37,6 +37,23 @@ bool ExtensionInstalled() {
   return QueryValue("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'statesman'").has_value();
 }
 
+// True when the installed SQL objects are the version this library was built for. After a
+// new build is installed, delivery waits for ALTER EXTENSION statesman UPDATE.
+bool ExtensionCurrent(bool *warned) {
+  Value version = QueryValue("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'statesman'");
+  if (version == STATESMAN_VERSION) {
+    *warned = false;
+    return true;
+  }
+  if (!*warned)
+    Log(LogLevel::kWarning,
+        "statesman: extension version " + version.value_or("?") + " is installed, the library is " +
+            STATESMAN_VERSION + "; delivery waits",
+        "Run ALTER EXTENSION statesman UPDATE in this database.");
+  *warned = true;
+  return false;
+}
+
 // Gives feed positions to committed records, a batch per transaction; wakes the dispatchers
 // when the head moved. Returns false when the extension is gone.
 bool Sequence(int64 *head) {
@@ -58,10 +75,15 @@ bool Sequence(int64 *head) {
 // Starts a dispatcher for each enabled outbox that has none; forgets the ones that exited.
 // Returns false when the extension is gone.
 bool Supervise(std::map<std::string, Dispatcher> *dispatchers, worker::WarningLimiter *no_slot) {
+  static bool warned_version = false;
   BeginWork("statesman: supervising dispatchers");
   if (!ExtensionInstalled()) {
     EndWork();
     return false;
+  }
+  if (!ExtensionCurrent(&warned_version)) {
+    EndWork();
+    return true;
   }
   Oid owner = static_cast<Oid>(
       ToInt(QueryValue("SELECT extowner FROM pg_catalog.pg_extension WHERE extname = 'statesman'")));

@@ -201,9 +201,14 @@ class DispatcherProcess {
       }
       if (!RenewIfDue()) continue;
 
-      BeginWork("statesman: sequencing the feed");
-      QueryValue("SELECT statesman.sequence_feed(10000)");
-      EndWork();
+      // Woken by a hint, the database worker has just sequenced; otherwise (hints off, or a
+      // poll) sequence here so that a poll always finds what has committed.
+      if (!woken_by_hint_ || !guc_hints) {
+        BeginWork("statesman: sequencing the feed");
+        QueryValue("SELECT statesman.sequence_feed(10000)");
+        EndWork();
+      }
+      woken_by_hint_ = false;
 
       BeginWork("statesman: delivering");
       CycleOutcome out = RunCycle(
@@ -230,7 +235,7 @@ class DispatcherProcess {
         continue;
       }
       retry_at_ = 0;
-      WaitForLatch(std::min<int64>(settings_.poll_interval,
+      woken_by_hint_ = WaitForLatch(std::min<int64>(settings_.poll_interval,
                                    settings_.require_lease ? NextRenewal() - NowMillis() : settings_.poll_interval));
     }
     if (leased_) ReleaseLease();
@@ -282,6 +287,7 @@ class DispatcherProcess {
   worker::WarningLimiter failures_{10000};
   int64 next_acquire_ = 0;
   int64 retry_at_ = 0;
+  bool woken_by_hint_ = false;
   std::string noted_;
 };
 
