@@ -140,9 +140,8 @@ BEGIN
     PERFORM statesman._require(sink, 'sink');
     PERFORM statesman._require(sink_options, 'sink_options');
     IF NOT sink = ANY (statesman._known_sinks()) THEN
-        RAISE EXCEPTION 'unknown sink "%"', sink
-            USING ERRCODE = 'invalid_parameter_value',
-                  HINT = format('Known sinks: %s.', array_to_string(statesman._known_sinks(), ', '));
+        RAISE EXCEPTION 'unknown sink "%" (known sinks: %)', sink, array_to_string(statesman._known_sinks(), ', ')
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF jsonb_typeof(sink_options) <> 'object' THEN
         RAISE EXCEPTION 'sink_options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
@@ -340,8 +339,12 @@ BEGIN
     o.enabled := COALESCE(alter_outbox.enabled, o.enabled);
     PERFORM statesman._check_outbox(o);
     IF alter_outbox.sink IS NOT NULL OR alter_outbox.sink_options IS NOT NULL THEN
+        -- New options, or the current ones when only the sink is named again; a different
+        -- sink without options starts from its defaults.
         o.sink_options := statesman._check_sink(COALESCE(alter_outbox.sink, o.sink),
-                                                COALESCE(alter_outbox.sink_options, '{}'));
+            COALESCE(alter_outbox.sink_options,
+                     CASE WHEN COALESCE(alter_outbox.sink, o.sink) = o.sink THEN o.sink_options
+                          ELSE '{}'::jsonb END));
         o.sink := COALESCE(alter_outbox.sink, o.sink);
     END IF;
     UPDATE statesman.outboxes x
@@ -758,7 +761,7 @@ COMMENT ON FUNCTION statesman._redeliver_table_page(text) IS
 -- Runs one dispatch cycle in the calling session: see the C entry point.
 CREATE FUNCTION statesman.dispatch_once(outbox_id text)
     RETURNS TABLE (published bigint, skipped bigint, deduplicated bigint, cursor_position bigint)
-    LANGUAGE c VOLATILE STRICT
+    LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'statesman_dispatch_once';
 COMMENT ON FUNCTION statesman.dispatch_once(text) IS
     'runs one delivery cycle of an outbox in this session (zeros when another holder has the lease)';
@@ -908,6 +911,7 @@ REVOKE ALL ON FUNCTION statesman.dispatch_once(text) FROM PUBLIC;
 
 -- The delivery internals act on outboxes, cursors and leases: never for PUBLIC.
 REVOKE ALL ON FUNCTION statesman._check_sink(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._outbox_for_update(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._acquire_lease(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._renew_lease(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._expire_stuck_lease(text) FROM PUBLIC;

@@ -353,6 +353,8 @@ extern "C" void statesman_dispatcher_main(Datum arg) {
 // statesman.dispatch_once(outbox_id) → (published, skipped, deduplicated, cursor_position)
 extern "C" Datum statesman_dispatch_once(PG_FUNCTION_ARGS) {
   using namespace statesman::pg;
+  if (PG_ARGISNULL(0))
+    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("outbox_id must not be NULL")));
   return Invoke([&] {
     char *id = Call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
     Call([] {
