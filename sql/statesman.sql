@@ -857,7 +857,8 @@ BEGIN
              create_outbox.batch_size, create_outbox.poll_interval, create_outbox.require_lease,
              create_outbox.lease_ttl, create_outbox.lease_renew_interval, create_outbox.min_retry_delay,
              create_outbox.max_retry_delay, create_outbox.skip_poison_after_attempts,
-             create_outbox.fingerprint, create_outbox.payload_content_type, create_outbox.enabled,
+             NULLIF(create_outbox.fingerprint, ''), NULLIF(create_outbox.payload_content_type, ''),
+             create_outbox.enabled,
              now(), now())::statesman.outboxes;
     PERFORM statesman._check_outbox(o);
     IF EXISTS (SELECT FROM statesman.outboxes x WHERE x.outbox_id = create_outbox.outbox_id) THEN
@@ -1226,7 +1227,8 @@ COMMENT ON FUNCTION statesman._deliver_table_page(text) IS
 
 -- Skips the next page after repeated failures: parks its messages in dead_letters and moves
 -- the cursor past it, in one transaction. Returns how many messages were parked.
-CREATE FUNCTION statesman._park_page(outbox_id text, error text, attempts integer) RETURNS bigint
+CREATE FUNCTION statesman._park_page(outbox_id text, error text, attempts integer, page_records bigint)
+    RETURNS bigint
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
@@ -1243,9 +1245,11 @@ BEGIN
         RETURN 0;
     END IF;
     v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+    -- Exactly the page that failed: records sequenced since then were never tried.
     SELECT max(p.global_position) INTO v_last
     FROM (SELECT h.global_position FROM statesman.history h
-          WHERE h.global_position > v_after ORDER BY h.global_position LIMIT o.batch_size) p;
+          WHERE h.global_position > v_after ORDER BY h.global_position
+          LIMIT LEAST(o.batch_size, _park_page.page_records)) p;
     IF v_last IS NULL THEN
         RETURN 0;
     END IF;
@@ -1273,7 +1277,7 @@ BEGIN
     RETURN parked;
 END
 $$;
-COMMENT ON FUNCTION statesman._park_page(text, text, integer) IS
+COMMENT ON FUNCTION statesman._park_page(text, text, integer, bigint) IS
     'skips the next page: parks its messages in dead_letters and moves the cursor past it';
 
 -- Hands requeued dead letters to a `table` sink (at most one page); delivered ones leave
@@ -1336,7 +1340,8 @@ COMMENT ON FUNCTION statesman._redeliver_table_page(text) IS
 -- Runs one dispatch cycle in the calling session: see the C entry point.
 CREATE FUNCTION statesman.dispatch_once(outbox_id text)
     RETURNS TABLE (published bigint, skipped bigint, deduplicated bigint, cursor_position bigint)
-    LANGUAGE c VOLATILE
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
     AS 'MODULE_PATHNAME', 'statesman_dispatch_once';
 COMMENT ON FUNCTION statesman.dispatch_once(text) IS
     'runs one delivery cycle of an outbox in this session (zeros when another holder has the lease)';
@@ -1659,7 +1664,7 @@ REVOKE ALL ON FUNCTION statesman._release_lease(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._note_dispatcher(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._note_failure(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._deliver_table_page(text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION statesman._park_page(text, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._park_page(text, text, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._redeliver_table_page(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._prune(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._prune_deferred(integer) FROM PUBLIC;

@@ -124,8 +124,8 @@ CycleOutcome RunCycle(const OutboxSettings &s, const std::function<bool()> &betw
         return out;
       }
       // Poison: skip the page, parking every message of it in the same transaction.
-      int64 parked = ToInt(QueryValue("SELECT statesman._park_page($1, $2, $3::integer)",
-                                      {s.outbox_id, out.error, std::to_string(out.attempts)}));
+      int64 parked = ToInt(QueryValue("SELECT statesman._park_page($1, $2, $3::integer, $4::bigint)",
+                                      {s.outbox_id, out.error, std::to_string(out.attempts), page[1]}));
       out.skipped += parked;
       out.cursor = QueryValue("SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = $1", {s.outbox_id});
       Log(in_worker ? LogLevel::kError : LogLevel::kWarning,
@@ -162,6 +162,7 @@ class DispatcherProcess {
       BeginWork("statesman: loading outbox settings");
       bool found = LoadSettings(outbox_id_, &settings_);
       EndWork();
+      settings_loaded_at_ = now;
       if (!found || !settings_.enabled) break;
 
       if (!settings_.require_lease) {
@@ -218,6 +219,13 @@ class DispatcherProcess {
             if (!HandleInterrupts()) return false;
             if (!RenewIfDue()) return false;
             BeginWork("statesman: delivering");
+            // A long drain still picks up changed settings within a poll interval (the page
+            // functions read batch_size, root and the envelope themselves, page by page).
+            int64 now = NowMillis();
+            if (now - settings_loaded_at_ >= settings_.poll_interval) {
+              settings_loaded_at_ = now;
+              if (!LoadSettings(outbox_id_, &settings_) || !settings_.enabled) return false;
+            }
             return true;
           },
           true);
@@ -288,6 +296,7 @@ class DispatcherProcess {
   int64 next_acquire_ = 0;
   int64 retry_at_ = 0;
   bool woken_by_hint_ = false;
+  int64 settings_loaded_at_ = 0;
   std::string noted_;
 };
 

@@ -183,7 +183,7 @@ SELECT throws_ok($$SELECT statesman.redeliver('pgtap-intruder')$$, '42501', NULL
 SELECT throws_ok($$SELECT * FROM statesman.dispatch_once('pgtap-intruder')$$, '42501', NULL, 'dispatch_once() is refused: 42501');
 SELECT throws_ok($$SELECT statesman._acquire_lease('pgtap-intruder')$$, '42501', NULL, '_acquire_lease() is refused: 42501');
 SELECT throws_ok($$SELECT statesman._deliver_table_page('pgtap-intruder')$$, '42501', NULL, '_deliver_table_page() is refused: 42501');
-SELECT throws_ok($$SELECT statesman._park_page('pgtap-intruder', 'x', 1)$$, '42501', NULL, '_park_page() is refused: 42501');
+SELECT throws_ok($$SELECT statesman._park_page('pgtap-intruder', 'x', 1, 1)$$, '42501', NULL, '_park_page() is refused: 42501');
 SELECT throws_ok($$SELECT statesman._prune_deferred()$$, '42501', NULL, '_prune_deferred() is refused: 42501');
 RESET ROLE;
 
