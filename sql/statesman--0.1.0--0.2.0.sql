@@ -368,6 +368,8 @@ CREATE FUNCTION statesman.drop_outbox(outbox_id text) RETURNS void
     AS $$
 BEGIN
     PERFORM statesman._outbox_for_update(drop_outbox.outbox_id);
+    -- Waits for a page under way to commit (see statesman._deliver_table_page).
+    PERFORM pg_advisory_xact_lock(1398033745, statesman._lease_key(drop_outbox.outbox_id));
     -- Its state, lease row and dead letters go with it (ON DELETE CASCADE); so does its cursor.
     DELETE FROM statesman.outboxes x WHERE x.outbox_id = drop_outbox.outbox_id;
     DELETE FROM statesman.cursors c WHERE c.outbox_id = drop_outbox.outbox_id;
@@ -546,7 +548,8 @@ CREATE TYPE statesman._page_result AS (
     published     bigint,
     deduplicated  bigint,
     attempts      integer,   -- consecutive failures so far (after a failure)
-    error         text
+    error         text,
+    full_page     boolean    -- the page had batch_size records: more may follow at once
 );
 
 -- Records a failed attempt. Runs in the dispatcher's transaction, outside the rolled-back
@@ -579,9 +582,10 @@ DECLARE
     v_epoch uuid;
     v_insert text;
 BEGIN
-    -- KEY SHARE: drop_outbox waits for this page to commit, so a dropped outbox's cursor can
-    -- not be written back afterwards.
-    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _deliver_table_page.outbox_id FOR KEY SHARE;
+    -- Shared with other pages, exclusive for drop_outbox: a dropped outbox's cursor can never be
+    -- written back by a page that was under way (an advisory lock: no row lock, no WAL).
+    PERFORM pg_advisory_xact_lock_shared(1398033745, statesman._lease_key(_deliver_table_page.outbox_id));
+    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _deliver_table_page.outbox_id;
     IF NOT FOUND THEN
         r.status := 'gone'; RETURN r;
     ELSIF NOT o.enabled THEN
@@ -644,6 +648,7 @@ BEGIN
     WHERE s.outbox_id = o.outbox_id;
     r.status := 'delivered';
     r.attempts := 0;
+    r.full_page := r.read >= o.batch_size;
     RETURN r;
 END
 $$;
@@ -665,7 +670,8 @@ DECLARE
     v_epoch uuid;
     parked bigint;
 BEGIN
-    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _park_page.outbox_id FOR KEY SHARE;
+    PERFORM pg_advisory_xact_lock_shared(1398033745, statesman._lease_key(_park_page.outbox_id));
+    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _park_page.outbox_id;
     IF NOT FOUND OR NOT o.enabled THEN
         RETURN 0;
     END IF;
@@ -718,7 +724,8 @@ DECLARE
     v_target text;
     v_positions bigint[];
 BEGIN
-    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _redeliver_table_page.outbox_id FOR KEY SHARE;
+    PERFORM pg_advisory_xact_lock_shared(1398033745, statesman._lease_key(_redeliver_table_page.outbox_id));
+    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _redeliver_table_page.outbox_id;
     IF NOT FOUND OR NOT o.enabled THEN
         r.status := 'empty'; r.read := 0; RETURN r;
     END IF;

@@ -25,6 +25,7 @@ namespace {
 constexpr int64 kSuperviseEveryMs = 1000;
 constexpr int64 kRelaunchAfterMs = 1000;   // a dispatcher that exited is restarted after this
 constexpr const char *kSequenceBatch = "10000";
+constexpr int64 kSequenceGatherMs = 1;      // after a run that sequenced, before the next
 
 struct Dispatcher {
   BackgroundWorkerHandle *handle = nullptr;
@@ -55,19 +56,15 @@ bool ExtensionCurrent(bool *warned) {
 }
 
 // Gives feed positions to committed records, a batch per transaction; wakes the dispatchers
-// when the head moved. Returns false when the extension is gone.
+// when the head moved. Returns true when it sequenced anything.
 bool Sequence(int64 *head) {
   for (;;) {
     BeginWork("statesman: sequencing the feed");
-    if (!ExtensionInstalled()) {
-      EndWork();
-      return false;
-    }
     int64 before = *head;
     *head = ToInt(QueryValue("SELECT statesman.sequence_feed($1::integer)", {kSequenceBatch}), 0);
     EndWork();
     if (*head > before && guc_hints) WakeWorkers(MyDatabaseId, true);
-    if (*head - before < std::stoll(kSequenceBatch)) return true;
+    if (*head - before < std::stoll(kSequenceBatch)) return *head > before;
     if (!HandleInterrupts()) return true;
   }
 }
@@ -160,7 +157,9 @@ void DatabaseLoop() {
   int64 last_supervised = 0;
   for (;;) {
     if (!HandleInterrupts()) break;
-    if (!Sequence(&head)) break;
+    // Every run is a synchronous commit: under a stream of appends, let a few commits gather
+    // before the next run rather than running once per commit.
+    if (Sequence(&head)) WaitUntil(NowMillis() + kSequenceGatherMs);
     int64 now = NowMillis();
     if (now - last_supervised >= kSuperviseEveryMs) {
       if (!Supervise(&dispatchers, &no_slot)) break;
@@ -186,7 +185,7 @@ extern "C" void statesman_database_main(Datum arg) {
   if (!ClaimSlot(DatumGetInt32(arg), args.generation, args.dboid, "")) proc_exit(0);
   pgstat_report_appname("statesman database worker");
   Invoke([] {
-    DatabaseLoop();
+    RunUntilExtensionDropped(DatabaseLoop);
     return 0;
   });
   proc_exit(0);

@@ -73,10 +73,10 @@ struct CycleOutcome {
 };
 
 // One page as statesman._page_result: status, read, last_position, published, deduplicated,
-// attempts, error.
+// attempts, error, full_page.
 Row DeliverPage(const char *function, const std::string &outbox_id) {
   std::string sql = std::string("SELECT r.status, r.read, r.last_position, r.published, r.deduplicated, "
-                                "r.attempts, r.error FROM ") + function + "($1) r";
+                                "r.attempts, r.error, r.full_page FROM ") + function + "($1) r";
   std::vector<Row> rows = Query(sql.c_str(), {outbox_id});
   if (rows.empty()) throw Error("XX000", "statesman: " + std::string(function) + " returned no row");
   return rows[0];
@@ -138,6 +138,9 @@ CycleOutcome RunCycle(const OutboxSettings &s, const std::function<bool()> &betw
     } else {
       out.published += ToInt(page[3]);
       out.deduplicated += ToInt(page[4]);
+      // A page short of batch_size read everything there was: the next page would be empty.
+      // What commits after it comes with its own hint (or the next poll).
+      if (page[7] != "t") return out;
     }
     if (!between_pages()) return out;
   }
@@ -159,11 +162,15 @@ class DispatcherProcess {
     for (;;) {
       if (!HandleInterrupts()) break;
       int64 now = NowMillis();
-      BeginWork("statesman: loading outbox settings");
-      bool found = LoadSettings(outbox_id_, &settings_);
-      EndWork();
-      settings_loaded_at_ = now;
-      if (!found || !settings_.enabled) break;
+      // Settings are re-read at least once per poll interval (not on every hint); the page
+      // functions see a pause or a drop themselves, at once.
+      if (settings_loaded_at_ == 0 || now - settings_loaded_at_ >= settings_.poll_interval) {
+        BeginWork("statesman: loading outbox settings");
+        bool found = LoadSettings(outbox_id_, &settings_);
+        EndWork();
+        settings_loaded_at_ = now;
+        if (!found || !settings_.enabled) break;
+      }
 
       if (!settings_.require_lease) {
         if (leased_) ReleaseLease();
@@ -353,7 +360,8 @@ extern "C" void statesman_dispatcher_main(Datum arg) {
   if (!ClaimSlot(DatumGetInt32(arg), args.generation, args.dboid, args.outbox_id)) proc_exit(0);
   pgstat_report_appname("statesman dispatcher");
   Invoke([&] {
-    DispatcherProcess(args.outbox_id).Run();
+    DispatcherProcess process(args.outbox_id);
+    RunUntilExtensionDropped([&] { process.Run(); });
     return 0;
   });
   proc_exit(0);

@@ -3,6 +3,7 @@
 
 extern "C" {
 #include "access/xact.h"
+#include "postmaster/bgworker.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -151,6 +152,31 @@ void Log(LogLevel level, const std::string &message, const std::string &detail) 
 int64_t ToInt(const Value &value, int64_t fallback) {
   if (!value.has_value() || value->empty()) return fallback;
   return std::stoll(*value);
+}
+
+void RunUntilExtensionDropped(const std::function<void()> &loop) {
+  try {
+    loop();
+  } catch (const PgError &e) {
+    // Copy what the report needs: the error's memory goes with the aborted transaction.
+    const char *sqlstate = Call([&] { return unpack_sql_state(e.Data()->sqlerrcode); });
+    std::string state(sqlstate);
+    std::string message = e.what();
+    Call([] {
+      AbortCurrentTransaction();
+      pgstat_report_activity(STATE_IDLE, nullptr);
+    });
+    BeginWork("statesman: checking the extension");
+    bool installed = QueryValue("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'statesman'").has_value();
+    EndWork();
+    if (!installed) {
+      Log(LogLevel::kLog, "statesman: the extension was dropped; " + std::string(MyBgworkerEntry->bgw_type) + " stops");
+      return;
+    }
+    static char saved_state[6];
+    strlcpy(saved_state, state.c_str(), sizeof saved_state);
+    throw Error(saved_state, message);
+  }
 }
 
 }  // namespace statesman::pg

@@ -6,6 +6,7 @@
 #include "statesman/pg/guard.hpp"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,5 +40,10 @@ enum class LogLevel { kLog, kWarning, kError };
 void Log(LogLevel level, const std::string &message, const std::string &detail = "");
 
 int64_t ToInt(const Value &value, int64_t fallback = 0);
+
+// Runs a worker's loop. When a PostgreSQL error ends it because the extension was dropped
+// under it (DROP EXTENSION can commit while one of its statements waits for a table), the
+// worker stops quietly; any other error is re-raised.
+void RunUntilExtensionDropped(const std::function<void()> &loop);
 
 }  // namespace statesman::pg
