@@ -1012,9 +1012,11 @@ CREATE FUNCTION statesman._lease_key(outbox_id text) RETURNS integer
     AS $$ SELECT pg_catalog.hashtext(outbox_id) $$;
 COMMENT ON FUNCTION statesman._lease_key(text) IS 'second half of an outbox''s lease lock key';
 
--- A leader that is alive but stuck (a sink call that hangs) stops renewing its lease row. Once
--- the row is older than lease_ttl, its session is terminated, which releases the lock, so the
--- outbox is never blocked for much longer than lease_ttl + poll_interval. True when it terminated one.
+-- A leader that is alive but stuck (a sink call that hangs) stops renewing its lease. A
+-- dispatcher renews its lease row; a dispatch_once session holds the lease only for its
+-- transaction (its row update is not visible to others), so it is judged by its transaction's
+-- age. A holder past lease_ttl is terminated, which releases the lock, so the outbox is never
+-- blocked for much longer than lease_ttl + poll_interval. True when it terminated one.
 CREATE FUNCTION statesman._expire_stuck_lease(outbox_id text) RETURNS boolean
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -1022,23 +1024,31 @@ CREATE FUNCTION statesman._expire_stuck_lease(outbox_id text) RETURNS boolean
 DECLARE
     o statesman.outboxes;
     l statesman.leases;
+    v_pid integer;
+    v_since timestamptz;
 BEGIN
     SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _expire_stuck_lease.outbox_id;
-    SELECT * INTO l FROM statesman.leases x WHERE x.outbox_id = _expire_stuck_lease.outbox_id;
-    IF o.outbox_id IS NULL OR l.holder_pid IS NULL OR l.holder_pid = pg_backend_pid()
-       OR l.renewed_at >= clock_timestamp() - o.lease_ttl THEN
+    IF NOT FOUND THEN
         RETURN false;
     END IF;
-    IF NOT EXISTS (SELECT FROM pg_locks k
-                   WHERE k.locktype = 'advisory' AND k.granted AND k.pid = l.holder_pid
-                     AND k.classid::bigint = 1398033744
-                     AND k.objid = statesman._lease_key(o.outbox_id)::oid AND k.objsubid = 2
-                     AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())) THEN
+    SELECT * INTO l FROM statesman.leases x WHERE x.outbox_id = o.outbox_id;
+    -- Who holds the lease lock, and since when it last showed life.
+    SELECT k.pid, CASE WHEN k.pid = l.holder_pid AND a.backend_type = 'statesman dispatcher'
+                       THEN l.renewed_at ELSE a.xact_start END
+    INTO v_pid, v_since
+    FROM pg_locks k JOIN pg_stat_activity a ON a.pid = k.pid
+    WHERE k.locktype = 'advisory' AND k.granted
+      AND k.classid::bigint = 1398033744
+      AND k.objid = statesman._lease_key(o.outbox_id)::oid AND k.objsubid = 2
+      AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+    LIMIT 1;
+    IF v_pid IS NULL OR v_pid = pg_backend_pid() OR v_since IS NULL
+       OR v_since >= clock_timestamp() - o.lease_ttl THEN
         RETURN false;
     END IF;
     RAISE WARNING 'statesman: outbox "%": the lease holder (pid %) has not renewed for %; terminating it',
-                  o.outbox_id, l.holder_pid, clock_timestamp() - l.renewed_at;
-    RETURN pg_terminate_backend(l.holder_pid);
+                  o.outbox_id, v_pid, clock_timestamp() - v_since;
+    RETURN pg_terminate_backend(v_pid);
 END
 $$;
 COMMENT ON FUNCTION statesman._expire_stuck_lease(text) IS

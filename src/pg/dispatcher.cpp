@@ -203,7 +203,10 @@ class DispatcherProcess {
       }
 
       if (now < retry_at_) {
-        WaitUntil(std::min(retry_at_, NextRenewal()));
+        // Back off, waking for a lease renewal, and at least once a poll interval to re-read
+        // the settings.
+        int64 wake = leased_ ? std::min(retry_at_, NextRenewal()) : retry_at_;
+        WaitUntil(std::min(wake, now + settings_.poll_interval));
         RenewIfDue();
         continue;
       }

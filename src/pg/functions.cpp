@@ -18,6 +18,8 @@ extern "C" {
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
@@ -72,6 +74,29 @@ constexpr const char *kInsertSql =
 // Applies the root's retention to the address (statesman._prune): records that every enabled
 // outbox has delivered go; the rest wait in statesman.prune_pending for the worker.
 constexpr const char *kPruneSql = "SELECT statesman._prune($1)";
+
+// The same for a database whose SQL objects are still 0.1.0 (a new build installed, ALTER
+// EXTENSION UPDATE not yet run): 0.1.0's own retention, which has no outboxes to wait for.
+constexpr const char *kLegacyPruneSql =
+    "DELETE FROM statesman.history h "
+    "USING (SELECT x.revision FROM ("
+    "         SELECT k.revision, pg_catalog.row_number() OVER w AS rn, "
+    "                pg_catalog.sum(COALESCE(pg_catalog.octet_length(k.payload), 0)) OVER w AS bytes "
+    "         FROM statesman.history k WHERE k.address OPERATOR(pg_catalog.=) $1 "
+    "         WINDOW w AS (ORDER BY k.revision DESC)) x "
+    "       WHERE x.rn OPERATOR(pg_catalog.>) 1 "
+    "         AND (x.rn OPERATOR(pg_catalog.>) $2 OR x.bytes OPERATOR(pg_catalog.>) $3)) doomed "
+    "WHERE h.address OPERATOR(pg_catalog.=) $1 AND h.revision OPERATOR(pg_catalog.=) doomed.revision "
+    "  AND h.global_position IS NOT NULL";
+const Oid kLegacyPruneTypes[3] = {TEXTOID, INT4OID, INT8OID};
+SPIPlanPtr legacy_prune_plan = nullptr;
+
+// True when statesman._prune(text) exists (the SQL objects are 0.2.0 or later).
+bool HasPruneFunction() {
+  Oid argtypes[1] = {TEXTOID};
+  List *name = list_make2(makeString(pstrdup("statesman")), makeString(pstrdup("_prune")));
+  return OidIsValid(LookupFuncName(name, 1, argtypes, true));
+}
 const Oid kPruneTypes[1] = {TEXTOID};
 
 SPIPlanPtr insert_plan = nullptr;
@@ -324,12 +349,21 @@ AppendResult AppendRecord(AppendRequest &req) {
     throw;
   }
 
-  if (root_decl.has_max_revisions || root_decl.has_max_bytes) {
+  if ((root_decl.has_max_revisions || root_decl.has_max_bytes) && Call(HasPruneFunction)) {
     SPIPlanPtr prune = PreparedPlan(&prune_plan, kPruneSql, 1, kPruneTypes);
     Datum prune_values[1] = {req.values[kAddress]};
     Call([&] {
       int rc = SPI_execute_plan(prune, prune_values, nullptr, false, 0);
       if (rc != SPI_OK_SELECT) elog(ERROR, "statesman: retention failed: %s", SPI_result_code_string(rc));
+    });
+  } else if (root_decl.has_max_revisions || root_decl.has_max_bytes) {
+    SPIPlanPtr prune = PreparedPlan(&legacy_prune_plan, kLegacyPruneSql, 3, kLegacyPruneTypes);
+    Datum prune_values[3] = {req.values[kAddress], Int32GetDatum(root_decl.max_revisions),
+                             Int64GetDatum(root_decl.max_bytes)};
+    char prune_nulls[3] = {' ', root_decl.has_max_revisions ? ' ' : 'n', root_decl.has_max_bytes ? ' ' : 'n'};
+    Call([&] {
+      int rc = SPI_execute_plan(prune, prune_values, prune_nulls, false, 0);
+      if (rc != SPI_OK_DELETE) elog(ERROR, "statesman: retention failed: %s", SPI_result_code_string(rc));
     });
   }
   NoteAppend();

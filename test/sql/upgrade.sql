@@ -32,6 +32,12 @@ $$;
 
 CREATE EXTENSION statesman VERSION '0.1.0';
 SELECT extversion FROM pg_extension WHERE extname = 'statesman';
+-- Until the update, this library applies 0.1.0's retention to 0.1.0's objects.
+SELECT statesman.declare_root('old', max_revisions => 1);
+SELECT revision FROM statesman.append('old', 'a', '{"n": 1}');
+SELECT statesman.sequence_feed() > 0 AS sequenced;
+SELECT revision FROM statesman.append('old', 'a', '{"n": 2}');
+SELECT array_agg(revision ORDER BY revision) AS kept FROM statesman.history('old', 'a');
 ALTER EXTENSION statesman UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'statesman';
 CREATE TEMP TABLE upgraded AS SELECT * FROM pg_temp.statesman_objects();
