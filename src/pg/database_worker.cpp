@@ -158,8 +158,13 @@ void DatabaseLoop() {
   for (;;) {
     if (!HandleInterrupts()) break;
     // Every run is a synchronous commit: under a stream of appends, let a few commits gather
-    // before the next run rather than running once per commit.
-    if (Sequence(&head)) WaitUntil(NowMillis() + kSequenceGatherMs);
+    // before the next run rather than running once per commit. The gathering wait consumes
+    // the hints that arrive meanwhile, so run again until a run finds nothing: the commit of
+    // anything that run did not see sets the latch again after it.
+    while (Sequence(&head)) {
+      WaitUntil(NowMillis() + kSequenceGatherMs);
+      if (!HandleInterrupts()) break;
+    }
     int64 now = NowMillis();
     if (now - last_supervised >= kSuperviseEveryMs) {
       if (!Supervise(&dispatchers, &no_slot)) break;

@@ -216,6 +216,10 @@ class DispatcherProcess {
       // poll) sequence here so that a poll always finds what has committed.
       if (!woken_by_hint_ || !guc_hints) {
         BeginWork("statesman: sequencing the feed");
+        // sequence_feed() returns at once while another session sequences: wait for that run
+        // to commit first (the lock is re-entrant), so its records are in this cycle, not the
+        // next poll's.
+        QueryValue("SELECT true FROM pg_catalog.pg_advisory_xact_lock(1398033743, 0)");
         QueryValue("SELECT statesman.sequence_feed(10000)");
         EndWork();
       }

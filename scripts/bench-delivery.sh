@@ -1,0 +1,309 @@
+# The delivery part of `make bench` (sourced by scripts/bench, not run on its own): the rows of
+# SPEC.md §9 that belong to the background worker, the dispatcher and the `table` sink,
+# measured on the bench's cluster after the append runs.
+#
+#   delivery_bench    measures; one progress line per step on stderr
+#   delivery_report   prints the markdown section (stdout)
+#
+# It uses what scripts/bench defines: DIR, CLIENTS, psql_q, stats, fmt_int, fmt_cell, and the
+# append script "$DIR/statesman.sql". It restarts the cluster once, with statesman.enabled =
+# on (the append runs measure the append alone, the worker off) and track_commit_timestamp =
+# on (the moment a sink row's transaction committed is that row's delivery time).
+#
+# Environment:
+#   BENCH_DRAIN_RECORDS    backlog for the drain (default 1000000; rounded up to a whole
+#                          number of 100-record transactions per client)
+#   BENCH_DRAIN_RUNS       drains of that backlog, each into a fresh outbox and table (default 3)
+#   BENCH_LATENCY_RATE     appends/s for the latency windows (default 1000)
+#   BENCH_LATENCY_SECONDS  length of each latency window, hints on and off (default 20)
+#   BENCH_LEASE_RATE       appends/s for the lease window (default 3000)
+#   BENCH_LEASE_SECONDS    length of the lease window (default 15)
+
+DRAIN_RECORDS=${BENCH_DRAIN_RECORDS:-1000000}
+DRAIN_RUNS=${BENCH_DRAIN_RUNS:-3}
+LAT_RATE=${BENCH_LATENCY_RATE:-1000}
+LAT_SECS=${BENCH_LATENCY_SECONDS:-20}
+LEASE_RATE=${BENCH_LEASE_RATE:-3000}
+LEASE_SECS=${BENCH_LEASE_SECONDS:-15}
+for v in DRAIN_RECORDS DRAIN_RUNS LAT_RATE LAT_SECS LEASE_RATE LEASE_SECS; do
+  [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { say "bench: the delivery settings (BENCH_DRAIN_*, BENCH_LATENCY_*, BENCH_LEASE_*) must be whole numbers >= 1"; exit 2; }
+done
+DRAIN_BATCH=100          # records per backlog transaction
+CATCH_UP_TIMEOUT=300     # seconds delivery may trail the writers before the bench gives up
+
+# Results, filled in by delivery_bench.
+declare -A LAT            # LAT[label]="n p50 p95 p99 max pub_p50 pub_p99 tx_latency_ms achieved_tps sync"
+DRAIN_RATES=() DRAIN_E2E=() DRAIN_START=() DRAIN_HWM=() DRAIN_ANON=() DRAIN_PIDS=()
+DRAIN_N=0 LEASE_TRIPS=0 LEASE_WINDOW=0 LEASE_PIDS="" LEASE_BEFORE="" LEASE_AFTER=""
+
+# Waits until the condition (a query returning t) holds, polling every 100 ms; fails after $2 s.
+wait_for() {
+  local query=$1 timeout=$2 what=$3 i
+  for ((i = 0; i < timeout * 10; i++)); do
+    [ "$(psql_q -c "$query")" = t ] && return 0
+    sleep 0.1
+  done
+  say "bench: timed out after $timeout s waiting for $what"
+  tail -n 20 "$DIR/server.log" >&2
+  exit 1
+}
+
+# Until every committed record has a position and the outbox's cursor is at the head.
+wait_caught_up() {
+  wait_for "SELECT NOT EXISTS (SELECT FROM statesman.history h WHERE h.global_position IS NULL)
+                AND (SELECT cursor_position IS NOT DISTINCT FROM head_position
+                     FROM statesman.outbox_status WHERE outbox_id = '$1')" "$CATCH_UP_TIMEOUT" \
+           "outbox $1 to deliver everything"
+}
+
+head_pos() { psql_q -c "SELECT COALESCE(statesman.head_position(), 0)"; }
+# "round_trips leader_pid epoch_seconds" of outbox `live`, now.
+lease_now() {
+  psql_q -F ' ' -c "SELECT lease_round_trips, leader_pid, extract(epoch FROM clock_timestamp())
+                    FROM statesman.outbox_status WHERE outbox_id = 'live'"
+}
+
+# live_window LABEL RATE SECONDS SYNC: appends at RATE/s for SECONDS (pgbench -R, CLIENTS
+# clients, synchronous_commit=SYNC) while outbox `live` delivers into bench.live; then the
+# commit→sink latency of the window's records.
+live_window() {
+  local label=$1 rate=$2 secs=$3 sync=$4 pos0 pos1 out tps txlat row
+  wait_caught_up live
+  pos0=$(head_pos)
+  LEASE_BEFORE=$(lease_now)
+  out=$(as_pg env PGOPTIONS="-c synchronous_commit=$sync" \
+        pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -R "$rate" -T "$secs" -f "$DIR/statesman.sql" 2>&1) || {
+    say "bench: pgbench failed ($label):"; say "$out"; exit 1; }
+  LEASE_AFTER=$(lease_now)
+  tps=$(sed -n 's/^tps = \([0-9.]*\) (without initial connection time)$/\1/p' <<<"$out")
+  # With -R, pgbench's latency counts from each transaction's scheduled start: take the
+  # schedule lag off to get the time a transaction took.
+  txlat=$(awk '/^latency average = / { l = $4 } /^rate limit schedule lag: avg / { g = $6 }
+               END { if (l != "") printf "%.2f", l - g }' <<<"$out")
+  wait_caught_up live
+  pos1=$(head_pos)
+  # Per record: from its append (occurred_at = clock_timestamp() inside the appending
+  # transaction, just before its commit) to the commit of the sink transaction that inserted it
+  # (pg_xact_commit_timestamp of the sink row's xmin); also to the sink row's published_at,
+  # the start of that transaction.
+  row=$(psql_q -F ' ' -c "
+    SELECT count(*),
+           round(percentile_cont(0.50) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+           round(percentile_cont(0.95) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+           round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+           round(max(ms)::numeric, 1),
+           round(percentile_cont(0.50) WITHIN GROUP (ORDER BY pub_ms)::numeric, 1),
+           round(percentile_cont(0.99) WITHIN GROUP (ORDER BY pub_ms)::numeric, 1)
+    FROM (SELECT extract(epoch FROM pg_xact_commit_timestamp(d.xmin) - h.occurred_at) * 1000 AS ms,
+                 extract(epoch FROM d.published_at - h.occurred_at) * 1000 AS pub_ms
+          FROM bench.live d JOIN statesman.history h ON h.global_position = d.global_position
+          WHERE d.global_position > $pos0 AND d.global_position <= $pos1) x")
+  read -r n p50 p95 p99 max pp50 pp99 <<<"$row"
+  if [ "$n" -eq 0 ] || [ -z "$p50" ]; then say "bench: no records delivered in the $label window"; exit 1; fi
+  LAT[$label]="$n $p50 $p95 $p99 $max $pp50 $pp99 ${txlat:-?} ${tps:-0} $sync"
+  say "  commit→sink latency, $label: $(fmt_int "$n") records at $(fmt_int "$tps")/s; p50 $p50 ms, p95 $p95 ms, p99 $p99 ms, max $max ms (pgbench: a transaction took ${txlat:-?} ms on average)"
+}
+
+# Reads the dispatcher's /proc status from inside the server while it drains: one session,
+# polling every 100 ms, so the measurement adds no process start-ups to the machine's load.
+drain_run() {
+  local r=$1 total=$2 target=$3 row
+  psql_q -c "CHECKPOINT" >/dev/null
+  psql_q 2> >(sed -u 's/^NOTICE:  //' >&2) >/dev/null <<SQL
+SELECT statesman.create_outbox('drain_$r', 'table', '{"table": "bench.drain_$r"}');
+DO \$\$
+DECLARE
+    t0 timestamptz := clock_timestamp();   -- create_outbox has just committed
+    last_note timestamptz := clock_timestamp();
+    last_pos bigint := $((target - total));   -- the head before the backlog
+    pos bigint;
+    pid integer;
+    st text;
+    pids integer[] := '{}';
+    hwm bigint := 0; anon bigint := 0; rss bigint := 0; shmem bigint := 0;
+    kb bigint;
+BEGIN
+    LOOP
+        SELECT s.cursor_position, s.leader_pid INTO pos, pid
+        FROM statesman.outbox_status s WHERE s.outbox_id = 'drain_$r';
+        IF pid IS NOT NULL THEN
+            IF NOT pid = ANY (pids) THEN pids := pids || pid; END IF;
+            BEGIN
+                st := pg_read_file('/proc/' || pid || '/status');
+            EXCEPTION WHEN OTHERS THEN
+                st := NULL;    -- it has just exited
+            END;
+            IF st IS NOT NULL THEN
+                kb := (regexp_match(st, 'VmHWM:\\s+(\\d+) kB'))[1]::bigint;    hwm := greatest(hwm, kb);
+                kb := (regexp_match(st, 'VmRSS:\\s+(\\d+) kB'))[1]::bigint;    rss := greatest(rss, kb);
+                kb := (regexp_match(st, 'RssAnon:\\s+(\\d+) kB'))[1]::bigint;  anon := greatest(anon, kb);
+                kb := (regexp_match(st, 'RssShmem:\\s+(\\d+) kB'))[1]::bigint; shmem := greatest(shmem, kb);
+            END IF;
+        END IF;
+        EXIT WHEN pos >= $target;
+        IF clock_timestamp() - t0 > interval '$CATCH_UP_TIMEOUT seconds' THEN
+            RAISE EXCEPTION 'drain run $r: the cursor is at % of $target after $CATCH_UP_TIMEOUT s', pos;
+        END IF;
+        IF clock_timestamp() - last_note >= interval '2 seconds' THEN
+            RAISE NOTICE '  drain run $r/$DRAIN_RUNS: cursor % records past the start, % records/s in the last % s; dispatcher RSS % MB (private % MB)',
+                COALESCE(pos - $((target - total)), 0),
+                round((COALESCE(pos, last_pos) - last_pos) / extract(epoch FROM clock_timestamp() - last_note)),
+                round(extract(epoch FROM clock_timestamp() - last_note)::numeric, 1),
+                round(rss / 1024.0, 1), round(anon / 1024.0, 1);
+            last_note := clock_timestamp();
+            last_pos := COALESCE(pos, last_pos);
+        END IF;
+        COMMIT;
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+    INSERT INTO bench.drain_runs (run, created_at, hwm_kb, rss_kb, anon_kb, shmem_kb, pids)
+    VALUES ($r, t0, hwm, rss, anon, shmem, pids);
+END
+\$\$;
+SQL
+  # The drain: from the start of the first page's transaction (published_at = now()) to the
+  # commit of the last page's; and from create_outbox's commit, the dispatcher's start included.
+  row=$(psql_q -F ' ' -c "
+    WITH d AS (SELECT count(*) AS n, min(published_at) AS first_start,
+                      max(pg_xact_commit_timestamp(xmin)) AS last_commit FROM bench.drain_$r)
+    SELECT d.n, s.published_total,
+           round(d.n / extract(epoch FROM d.last_commit - d.first_start)),
+           round(d.n / extract(epoch FROM d.last_commit - r.created_at)),
+           round(extract(epoch FROM d.first_start - r.created_at)::numeric, 2),
+           round(extract(epoch FROM d.last_commit - d.first_start)::numeric, 2),
+           r.hwm_kb, r.rss_kb, r.anon_kb, r.shmem_kb, cardinality(r.pids)
+    FROM d, bench.drain_runs r, statesman.outbox_status s
+    WHERE r.run = $r AND s.outbox_id = 'drain_$r'")
+  read -r n published rate e2e start secs hwm _ anon shmem npids <<<"$row"
+  if [ "$n" -ne "$total" ] || [ "$published" -ne "$total" ]; then
+    say "bench: drain run $r delivered $n rows (published_total $published) of $total"; exit 1
+  fi
+  DRAIN_RATES+=("$rate"); DRAIN_E2E+=("$e2e"); DRAIN_START+=("$start")
+  DRAIN_HWM+=("$hwm"); DRAIN_ANON+=("$anon"); DRAIN_PIDS+=("$npids")
+  say "  [drain $r/$DRAIN_RUNS] $(fmt_int "$n") records in $secs s = $(fmt_int "$rate") records/s (first page $start s after create_outbox; $(fmt_int "$e2e") records/s counting that); dispatcher peak RSS $(awk -v k="$hwm" 'BEGIN { printf "%.0f", k / 1024 }') MB, of it shared memory ≤ $(awk -v k="$shmem" 'BEGIN { printf "%.0f", k / 1024 }') MB, private ≤ $(awk -v k="$anon" 'BEGIN { printf "%.1f", k / 1024 }') MB"
+  psql_q -c "SELECT statesman.drop_outbox('drain_$r')" -c "DROP TABLE bench.drain_$r" >/dev/null
+}
+
+delivery_bench() {
+  say "bench: delivery: restarting the cluster with the worker on (statesman.enabled) and track_commit_timestamp"
+  psql_q -c "ALTER SYSTEM SET statesman.enabled = on" -c "ALTER SYSTEM SET track_commit_timestamp = on" >/dev/null
+  as_pg pg_ctl -D "$DIR/data" -l "$DIR/server.log" -w -t 60 restart >/dev/null
+  psql_q -c "TRUNCATE statesman.history" -c "CREATE TABLE IF NOT EXISTS bench.drain_runs (
+      run int PRIMARY KEY, created_at timestamptz, hwm_kb bigint, rss_kb bigint, anon_kb bigint,
+      shmem_kb bigint, pids int[])" -c "TRUNCATE bench.drain_runs" >/dev/null
+  wait_for "SELECT EXISTS (SELECT FROM pg_stat_activity WHERE backend_type = 'statesman database worker'
+                           AND datname = current_database())" 30 "the database worker"
+
+  # ---- commit → sink latency, and the lease, with one live outbox ----
+  # The sink table has the shape the `table` sink creates.
+  psql_q -c "CREATE TABLE bench.live (message_id text PRIMARY KEY, global_position bigint NOT NULL,
+                                      message jsonb NOT NULL, published_at timestamptz NOT NULL DEFAULT now())" \
+         -c "SELECT statesman.create_outbox('live', 'table', '{\"table\": \"bench.live\"}')" >/dev/null
+  wait_for "SELECT state = 'leading' FROM statesman.outbox_status WHERE outbox_id = 'live'" 30 "the dispatcher of outbox live"
+  # An unmeasured warm-up: connections, plans, the dispatcher's first pages. (A failure shows
+  # in the first measured window.)
+  as_pg pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -R "$LAT_RATE" -T 3 -f "$DIR/statesman.sql" >/dev/null 2>&1 || true
+
+  live_window "hints on" "$LAT_RATE" "$LAT_SECS" on
+
+  psql_q -c "ALTER SYSTEM SET statesman.hints = off" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1   # the workers reload at their next wake-up: SIGHUP sets their latch
+  [ "$(psql_q -c "SHOW statesman.hints")" = off ] || { say "bench: statesman.hints did not turn off"; exit 1; }
+  live_window "hints off" "$LAT_RATE" "$LAT_SECS" on
+  psql_q -c "ALTER SYSTEM RESET statesman.hints" -c "SELECT pg_reload_conf()" >/dev/null
+  sleep 1
+
+  # Lease traffic while appending at LEASE_RATE/s (synchronous_commit off for pgbench's
+  # sessions, so that two clients can reach the rate on a slow disk): from just before pgbench
+  # starts to just after it ends.
+  live_window "lease window" "$LEASE_RATE" "$LEASE_SECS" off
+  local trips0 trips1 t0 t1 pid0 pid1
+  read -r trips0 pid0 t0 <<<"$LEASE_BEFORE"
+  read -r trips1 pid1 t1 <<<"$LEASE_AFTER"
+  LEASE_TRIPS=$((trips1 - trips0))
+  LEASE_WINDOW=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+  LEASE_PIDS="$pid0 $pid1"
+  say "  lease: $LEASE_TRIPS round trips in $LEASE_WINDOW s of appending (leader pid $pid0 → $pid1)"
+
+  psql_q -c "SELECT statesman.drop_outbox('live')" -c "DROP TABLE bench.live" -c "TRUNCATE statesman.history" >/dev/null
+
+  # ---- the drain of a backlog ----
+  local per_client total id0 pid appended target
+  per_client=$(((DRAIN_RECORDS + CLIENTS * DRAIN_BATCH - 1) / (CLIENTS * DRAIN_BATCH)))
+  total=$((per_client * CLIENTS * DRAIN_BATCH))
+  DRAIN_N=$total
+  # Each client appends to its own 5,000 addresses (no waits on another client's address
+  # locks), DRAIN_BATCH records per transaction, the same ~108-byte payload as the append runs.
+  cat >"$DIR/backlog.sql" <<SQL
+\\set a random(0, 4999)
+SELECT count(*) FROM generate_series(1, $DRAIN_BATCH) i
+  CROSS JOIN LATERAL statesman.append('bench', 'acct/' || (:client_id::int * 5000 + (:a::int + i * 37) % 5000),
+    jsonb_build_object('account', (:a::int + i * 37) % 5000, 'amount', (random() * 1000000)::int, 'currency', 'EUR',
+                       'client', :client_id::int, 'nonce', (random() * 1e12)::bigint, 'note', 'bench')) a;
+SQL
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$DIR/backlog.sql"
+  id0=$(psql_q -c "SELECT COALESCE(pg_sequence_last_value(pg_get_serial_sequence('statesman.history', 'id')), 0)")
+  say "bench: drain: appending a backlog of $(fmt_int "$total") records ($CLIENTS clients, $DRAIN_BATCH per transaction, synchronous_commit off)"
+  as_pg env PGOPTIONS="-c synchronous_commit=off" \
+    pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -t "$per_client" -f "$DIR/backlog.sql" >"$DIR/backlog.log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    appended=$(psql_q -c "SELECT pg_sequence_last_value(pg_get_serial_sequence('statesman.history', 'id')) - $id0")
+    kill -0 "$pid" 2>/dev/null && say "  backlog: $(fmt_int "$appended") of $(fmt_int "$total") appended"
+  done
+  wait "$pid" || { say "bench: appending the backlog failed:"; cat "$DIR/backlog.log" >&2; exit 1; }
+  # Every record sequenced (the database worker does it as they commit; this finishes the job).
+  while [ "$(psql_q -c "SELECT EXISTS (SELECT FROM statesman.history WHERE global_position IS NULL)")" = t ]; do
+    psql_q -c "SELECT statesman.sequence_feed(100000)" >/dev/null
+    sleep 0.1
+  done
+  read -r appended target <<<"$(psql_q -F ' ' -c "SELECT count(*), max(global_position) FROM statesman.history")"
+  [ "$appended" -eq "$total" ] || { say "bench: the backlog holds $appended records, not $total"; exit 1; }
+  say "  backlog: $(fmt_int "$total") records, all sequenced (head $target); VACUUM ANALYZE"
+  psql_q -c "VACUUM ANALYZE statesman.history" >/dev/null
+  for ((r = 1; r <= DRAIN_RUNS; r++)); do
+    drain_run "$r" "$total" "$target"
+  done
+}
+
+delivery_report() {
+  local hwm anon e2e met n p50 p95 p99 max pp50 pp99 txlat tps sync per5 label
+  echo
+  echo "### Delivery: the worker, the dispatcher and the \`table\` sink"
+  echo
+  echo "- the same cluster, restarted for this part with \`statesman.enabled = on\` (the append runs run with it off) and \`track_commit_timestamp = on\`; \`statesman.naptime = 1s\`; outboxes with the default options (pages of 1,000 records, \`poll_interval\` 1 s, \`lease_ttl\` 30 s, renewal every 10 s)"
+  echo "- drain: a backlog of $(fmt_int "$DRAIN_N") records appended by $CLIENTS pgbench clients ($DRAIN_BATCH per transaction, the same ~108-byte payload) with no outbox, all sequenced (checked), \`VACUUM ANALYZE\`; then $DRAIN_RUNS times: \`CHECKPOINT\`, \`create_outbox('drain_N', 'table', '{\"table\": \"bench.drain_N\"}')\` (a fresh outbox, cursor and sink table each run), wait until its cursor is at the head (polled every 100 ms), check the sink holds every record, drop outbox and table."
+  echo "  Rate = records / (commit of the last page − start of the first page's transaction: the earliest \`published_at\`); the dispatcher's start (up to the 1 s supervision interval of the database worker) is shown apart."
+  echo "- dispatcher memory: its \`/proc/<pid>/status\` read every 100 ms during each drain (pid = \`outbox_status.leader_pid\`; one dispatcher process per run, so its \`VmHWM\` is that drain's peak). \`VmHWM\` counts the pages of \`shared_buffers\` the process touched (\`RssShmem\`), which belong to the server, not to the dispatcher; its own memory is \`RssAnon\`."
+  echo "- latency: pgbench \`-R $LAT_RATE -c $CLIENTS -T $LAT_SECS\` appending (one append per transaction, \`synchronous_commit\` on) into an outbox whose dispatcher was running and caught up, once with \`statesman.hints\` on and once off (\`ALTER SYSTEM\` + \`pg_reload_conf()\`). Per record: the commit of the sink transaction that inserted it (\`pg_xact_commit_timestamp\` of the sink row) − the record's \`occurred_at\`."
+  echo "  A record's commit time is not stored; \`occurred_at\` is \`clock_timestamp()\` at the append, inside its single-statement transaction, so it precedes the commit by the rest of that transaction, its WAL flush included (the average time an append transaction took, from pgbench, is in the table): the figures overstate the latency by up to that much."
+  echo "- lease: \`outbox_status.lease_round_trips\` before and after a window of pgbench \`-R $LEASE_RATE -c $CLIENTS -T $LEASE_SECS\` (\`synchronous_commit\` off for its sessions, so that $CLIENTS clients reach the rate on this disk), scaled to 5 s."
+  echo
+  echo "| measurement | result | target | met | notes |"
+  echo "|---|---|---|---|---|"
+  local med lo hi
+  read -r med lo hi <<<"$(stats "${DRAIN_RATES[@]}")"
+  met=$(awk -v r="$med" 'BEGIN { print (r >= 100000) ? "yes" : "**no**" }')
+  read -r e2e _ _ <<<"$(stats "${DRAIN_E2E[@]}")"
+  echo "| drain of a $(fmt_int "$DRAIN_N")-record backlog to the \`table\` sink, records/s, median (min–max) of $DRAIN_RUNS runs | $(fmt_cell "$med" "$lo" "$hi") | ≥ 100,000 | $met | runs: $(printf '%s\n' "${DRAIN_RATES[@]}" | while read -r x; do fmt_int "$x"; done | paste -sd ' ' | sed 's/ / · /g'); counted from \`create_outbox\` (dispatcher start included, first page after $(printf '%s\n' "${DRAIN_START[@]}" | paste -sd ' ' | sed 's/ / · /g') s): median $(fmt_int "$e2e") records/s |"
+  hwm=$(printf '%s\n' "${DRAIN_HWM[@]}" | sort -g | tail -1)
+  anon=$(printf '%s\n' "${DRAIN_ANON[@]}" | sort -g | tail -1)
+  met=$(awk -v k="$anon" 'BEGIN { print (k < 65536) ? "yes" : "**no**" }')
+  echo "| dispatcher memory while draining, MB: private (\`RssAnon\`, highest sample) / peak RSS (\`VmHWM\`, shared buffers included), highest of the runs | $(awk -v k="$anon" 'BEGIN { printf "%.1f", k / 1024 }') / $(awk -v k="$hwm" 'BEGIN { printf "%.0f", k / 1024 }') | < 64 MB | $met (private) | per run \`VmHWM\`: $(printf '%s\n' "${DRAIN_HWM[@]}" | awk '{ printf "%s%.0f", (NR > 1 ? " · " : ""), $1 / 1024 }') MB; dispatcher processes per run: $(printf '%s\n' "${DRAIN_PIDS[@]}" | paste -sd ' ' | sed 's/ / · /g') |"
+  for label in "hints on" "hints off" "lease window"; do
+    read -r n p50 p95 p99 max pp50 pp99 txlat tps sync <<<"${LAT[$label]}"
+    case $label in
+      "hints on")
+        met=$(awk -v a="$p50" -v b="$p99" 'BEGIN { print (a <= 5 && b <= 15) ? "yes" : "**no**" }')
+        echo "| commit → sink latency at $(fmt_int "$LAT_RATE") appends/s, hints on, ms: p50 / p95 / p99 (max) | $p50 / $p95 / $p99 ($max) | p50 ≤ 5, p99 ≤ 15 | $met | $(fmt_int "$n") records at $(fmt_int "$tps")/s; an append transaction took $txlat ms on average (pgbench); to the sink transaction's start (\`published_at\`): p50 $pp50, p99 $pp99 |" ;;
+      "hints off")
+        echo "| commit → sink latency at $(fmt_int "$LAT_RATE") appends/s, hints off, ms: p50 / p95 / p99 (max) | $p50 / $p95 / $p99 ($max) | informational | — | $(fmt_int "$n") records at $(fmt_int "$tps")/s; an append transaction took $txlat ms on average; to \`published_at\`: p50 $pp50, p99 $pp99 |" ;;
+      "lease window")
+        per5=$(awk -v n="$LEASE_TRIPS" -v s="$LEASE_WINDOW" 'BEGIN { printf "%.1f", n * 5 / s }')
+        met=$(awk -v x="$per5" 'BEGIN { print (x <= 10) ? "yes" : "**no**" }')
+        echo "| lease round trips per 5 s at $(fmt_int "$LEASE_RATE") appends/s | $per5 | ≤ 10 | $met | $LEASE_TRIPS in $LEASE_WINDOW s at $(fmt_int "$tps") appends/s achieved; leader pid before/after: ${LEASE_PIDS/ / \/ } |"
+        echo "| commit → sink latency in that window (hints on, \`synchronous_commit\` off), ms: p50 / p95 / p99 (max) | $p50 / $p95 / $p99 ($max) | informational | — | $(fmt_int "$n") records |" ;;
+    esac
+  done
+}
