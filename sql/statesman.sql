@@ -942,9 +942,12 @@ CREATE FUNCTION statesman.drop_outbox(outbox_id text) RETURNS void
     SET search_path = pg_catalog, pg_temp
     AS $$
 BEGIN
-    PERFORM statesman._outbox_for_update(drop_outbox.outbox_id);
-    -- Waits for a page under way to commit (see statesman._deliver_table_page).
+    PERFORM statesman._check_id(drop_outbox.outbox_id, 'outbox_id');
+    -- Waits for a page under way to commit (see statesman._deliver_table_page). Taken before
+    -- the row lock, in the order pages take them: a page's insert into dead_letters checks this
+    -- row's key.
     PERFORM pg_advisory_xact_lock(1398033745, statesman._lease_key(drop_outbox.outbox_id));
+    PERFORM statesman._outbox_for_update(drop_outbox.outbox_id);
     -- Its state, lease row and dead letters go with it (ON DELETE CASCADE); so does its cursor.
     DELETE FROM statesman.outboxes x WHERE x.outbox_id = drop_outbox.outbox_id;
     DELETE FROM statesman.cursors c WHERE c.outbox_id = drop_outbox.outbox_id;

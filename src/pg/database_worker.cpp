@@ -161,16 +161,22 @@ void DatabaseLoop() {
     // before the next run rather than running once per commit. The gathering wait consumes
     // the hints that arrive meanwhile, so run again until a run finds nothing: the commit of
     // anything that run did not see sets the latch again after it.
+    bool more = false;  // stopped sequencing only to supervise: sequence again right after
     while (Sequence(&head)) {
       WaitUntil(NowMillis() + kSequenceGatherMs);
       if (!HandleInterrupts()) break;
+      // A steady stream of appends keeps every run busy: supervise on time all the same.
+      if (NowMillis() - last_supervised >= kSuperviseEveryMs) {
+        more = true;
+        break;
+      }
     }
     int64 now = NowMillis();
     if (now - last_supervised >= kSuperviseEveryMs) {
       if (!Supervise(&dispatchers, &no_slot)) break;
       last_supervised = now;
     }
-    WaitForLatch(std::max<int64>(1, last_supervised + kSuperviseEveryMs - NowMillis()));
+    if (!more) WaitForLatch(std::max<int64>(1, last_supervised + kSuperviseEveryMs - NowMillis()));
   }
   StopDispatchers(&dispatchers);
   Log(LogLevel::kLog, "statesman: database worker stopped");

@@ -31,6 +31,15 @@ namespace {
 
 using worker::OutboxSettings;
 
+// Waits up to 250 ms for the sequencer lock (space 1398033743), for this transaction.
+constexpr const char *kAwaitSequencerSql =
+    "DO $$ BEGIN "
+    "  PERFORM pg_catalog.set_config('lock_timeout', '250ms', true); "
+    "  BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(1398033743, 0); "
+    "  EXCEPTION WHEN lock_not_available THEN NULL; END; "
+    "  PERFORM pg_catalog.set_config('lock_timeout', '0', true); "
+    "END $$";
+
 // Loads an outbox's settings; false when it does not exist.
 bool LoadSettings(const std::string &outbox_id, OutboxSettings *s) {
   std::vector<Row> rows = Query(
@@ -218,8 +227,9 @@ class DispatcherProcess {
         BeginWork("statesman: sequencing the feed");
         // sequence_feed() returns at once while another session sequences: wait for that run
         // to commit first (the lock is re-entrant), so its records are in this cycle, not the
-        // next poll's.
-        QueryValue("SELECT true FROM pg_catalog.pg_advisory_xact_lock(1398033743, 0)");
+        // next poll's. The wait is bounded: a session that keeps the sequencer lock in an open
+        // transaction must not stop this dispatcher from renewing its lease.
+        QueryValue(kAwaitSequencerSql);
         QueryValue("SELECT statesman.sequence_feed(10000)");
         EndWork();
       }

@@ -121,14 +121,34 @@ my $pgbench = IPC::Run::start(
 	],
 	'>', \$pgbench_out, '2>', \$pgbench_err,
 	IPC::Run::timeout($load_secs + 120));
+# Two seconds into the load an outbox is created: the database worker, busy
+# sequencing the stream, must still start its dispatcher on time.
+my ($t_load, $t_created, $t_led) = (time, undef, undef);
 while ($pgbench->pumpable)
 {
 	push @samples, [ split /\|/, $node->safe_psql('postgres', $probe) ];
-	usleep(500_000);
+	if (!defined $t_created && time - $t_load >= 2)
+	{
+		$node->safe_psql('postgres',
+			q{SELECT statesman.create_outbox('ops_late', root => 'load', sink_options => '{"table":"public.sink_late"}')});
+		$t_created = time;
+	}
+	if (defined $t_created && !defined $t_led)
+	{
+		$t_led = time
+		  if $node->safe_psql('postgres',
+			"SELECT state = 'leading' FROM statesman.outbox_status WHERE outbox_id = 'ops_late'") eq 't';
+	}
+	usleep(200_000);
 	$pgbench->pump_nb;
 }
 ok($pgbench->finish, 'load: pgbench finished without error')
   or diag($pgbench_out . $pgbench_err);
+ok(defined $t_led, 'load: an outbox created during the load got its dispatcher while the load ran');
+note sprintf('load: the outbox created during the load was leading %.1f s later', $t_led - $t_created)
+  if defined $t_led;
+cmp_ok(defined $t_led ? $t_led - $t_created : 99, '<=', 3,
+	'load: ... within 3 s (the database worker supervises once a second even while sequencing a stream)');
 push @samples, [ split /\|/, $node->safe_psql('postgres', $probe) ];
 
 my ($processed) = $pgbench_out =~ /number of transactions actually processed: (\d+)/;
