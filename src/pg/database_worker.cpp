@@ -187,14 +187,7 @@ void DatabaseLoop() {
 
 extern "C" void statesman_database_main(Datum arg) {
   using namespace statesman::pg;
-  WorkerArgs args;
-  memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
-  pqsignal(SIGHUP, SignalHandlerForConfigReload);
-  pqsignal(SIGTERM, die);
-  BackgroundWorkerUnblockSignals();
-  BackgroundWorkerInitializeConnectionByOid(args.dboid, InvalidOid, 0);
-  if (!ClaimSlot(DatumGetInt32(arg), args.generation, args.dboid, "")) proc_exit(0);
-  pgstat_report_appname("statesman database worker");
+  StartDynamicWorker(arg, false, "statesman database worker");
   Invoke([] {
     RunUntilExtensionDropped(DatabaseLoop);
     return 0;

@@ -368,14 +368,7 @@ OnceResult DispatchOnce(const std::string &outbox_id) {
 
 extern "C" void statesman_dispatcher_main(Datum arg) {
   using namespace statesman::pg;
-  WorkerArgs args;
-  memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
-  pqsignal(SIGHUP, SignalHandlerForConfigReload);
-  pqsignal(SIGTERM, die);
-  BackgroundWorkerUnblockSignals();
-  BackgroundWorkerInitializeConnectionByOid(args.dboid, args.owner, 0);
-  if (!ClaimSlot(DatumGetInt32(arg), args.generation, args.dboid, args.outbox_id)) proc_exit(0);
-  pgstat_report_appname("statesman dispatcher");
+  WorkerArgs args = StartDynamicWorker(arg, true, "statesman dispatcher");
   Invoke([&] {
     DispatcherProcess process(args.outbox_id);
     RunUntilExtensionDropped([&] { process.Run(); });

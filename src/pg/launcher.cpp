@@ -153,6 +153,18 @@ bool StartWorker(const char *function, const char *name, int slot, uint32 genera
   });
 }
 
+WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname) {
+  WorkerArgs args;
+  memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
+  pqsignal(SIGHUP, SignalHandlerForConfigReload);
+  pqsignal(SIGTERM, die);
+  BackgroundWorkerUnblockSignals();
+  BackgroundWorkerInitializeConnectionByOid(args.dboid, as_owner ? args.owner : InvalidOid, 0);
+  if (!ClaimSlot(DatumGetInt32(arg), args.generation, args.dboid, args.outbox_id)) proc_exit(0);
+  pgstat_report_appname(appname);
+  return args;
+}
+
 void RegisterLauncher() {
   BackgroundWorker worker;
   memset(&worker, 0, sizeof(worker));

@@ -68,6 +68,12 @@ struct WorkerArgs {
   char outbox_id[kOutboxIdSize];
 };
 
+// The start of a database worker or dispatcher: reads its arguments, sets up the signal
+// handlers, connects (a dispatcher as the extension's owner, a database worker as the
+// bootstrap superuser) and claims its registry slot, exiting quietly when the slot is not its
+// own. Runs before any C++ object exists (it may raise FATAL).
+WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname);
+
 // Milliseconds on a monotonic-enough clock (GetCurrentTimestamp / 1000).
 int64 NowMillis();
 
