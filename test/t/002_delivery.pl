@@ -22,7 +22,10 @@ use warnings;
 
 use Time::HiRes qw(time usleep);
 use IPC::Run;
+use FindBin;
+use lib $FindBin::RealBin;
 use PostgreSQL::Test::Cluster;
+use Statesman::Session;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
@@ -41,43 +44,10 @@ max_connections = 40
 });
 $node->start;
 
-# A psql session kept open across statements (as in 001_concurrent_feed.pl).
-sub open_session
-{
-	my %s = (in => '', out => '', err => '', n => 0);
-	$s{h} = IPC::Run::start(
-		[
-			'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1',
-			'-d', $node->connstr('postgres'), '-f', '-'
-		],
-		'<', \$s{in}, '>', \$s{out}, '2>', \$s{err},
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default * 2));
-	return \%s;
-}
-
-sub run_sql
-{
-	my ($s, $sql) = @_;
-	my $mark = 'statement done ' . ++$s->{n};
-	$s->{in} .= "$sql\n;\n\\echo '$mark'\n";
-	eval {
-		$s->{h}->pump until $s->{out} =~ /^\Q$mark\E$/m;
-		1;
-	} or die "psql session failed on: $sql\nstderr: $s->{err}\n$@";
-	die "psql session reported: $s->{err}\nfor: $sql\n" if $s->{err} =~ /ERROR|FATAL/;
-	my $out = $s->{out};
-	$out =~ s/^\Q$mark\E\n//m;
-	$s->{out} = '';
-	chomp $out;
-	return $out;
-}
-
-sub close_session
-{
-	my ($s) = @_;
-	$s->{in} .= "\\q\n";
-	$s->{h}->finish;
-}
+# A psql session kept open across statements (test/t/Statesman/Session.pm).
+sub open_session { return Statesman::Session->open($node); }
+sub run_sql      { my ($s, $sql) = @_; return $s->run($sql); }
+sub close_session { $_[0]->close; }
 
 sub query { return $node->safe_psql('postgres', $_[0]); }
 
