@@ -24,7 +24,7 @@ namespace {
 
 constexpr int64 kSuperviseEveryMs = 1000;
 constexpr int64 kRelaunchAfterMs = 1000;   // a dispatcher that exited is restarted after this
-constexpr const char *kSequenceBatch = "10000";
+constexpr int64 kSequenceBatch = 10000;
 constexpr int64 kSequenceGatherMs = 1;      // after a run that sequenced, before the next
 
 struct Dispatcher {
@@ -34,26 +34,12 @@ struct Dispatcher {
   int64 started_at = 0;
 };
 
-bool ExtensionInstalled() {
-  return QueryValue("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'statesman'").has_value();
-}
-
-// True when the installed SQL objects are the version this library was built for. After a
-// new build is installed, delivery waits for ALTER EXTENSION statesman UPDATE.
-bool ExtensionCurrent(bool *warned) {
-  Value version = QueryValue("SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'statesman'");
-  if (version == STATESMAN_VERSION) {
-    *warned = false;
-    return true;
-  }
-  if (!*warned)
-    Log(LogLevel::kWarning,
-        "statesman: extension version " + version.value_or("?") + " is installed, the library is " +
-            STATESMAN_VERSION + "; delivery waits",
-        "Run ALTER EXTENSION statesman UPDATE in this database.");
-  *warned = true;
-  return false;
-}
+// What the database worker keeps from one supervision pass to the next.
+struct Supervision {
+  std::map<std::string, Dispatcher> dispatchers;
+  worker::WarningLimiter no_slot{60000};
+  bool warned_version = false;
+};
 
 // Gives feed positions to committed records, a batch per transaction; wakes the dispatchers
 // when the head moved. Returns true when it sequenced anything.
@@ -61,29 +47,39 @@ bool Sequence(int64 *head) {
   for (;;) {
     BeginWork("statesman: sequencing the feed");
     int64 before = *head;
-    *head = ToInt(QueryValue("SELECT statesman.sequence_feed($1::integer)", {kSequenceBatch}), 0);
+    *head = ToInt(QueryValue("SELECT statesman.sequence_feed($1::integer)", {std::to_string(kSequenceBatch)}), 0);
     EndWork();
     if (*head > before && guc_hints) WakeWorkers(MyDatabaseId, true);
-    if (*head - before < std::stoll(kSequenceBatch)) return *head > before;
+    if (*head - before < kSequenceBatch) return *head > before;
     if (!HandleInterrupts()) return true;
   }
 }
 
 // Starts a dispatcher for each enabled outbox that has none; forgets the ones that exited.
 // Returns false when the extension is gone.
-bool Supervise(std::map<std::string, Dispatcher> *dispatchers, worker::WarningLimiter *no_slot) {
-  static bool warned_version = false;
+bool Supervise(Supervision *sup) {
+  std::map<std::string, Dispatcher> *dispatchers = &sup->dispatchers;
   BeginWork("statesman: supervising dispatchers");
-  if (!ExtensionInstalled()) {
+  std::vector<Row> extension =
+      Query("SELECT extversion, extowner FROM pg_catalog.pg_extension WHERE extname = 'statesman'");
+  if (extension.empty()) {
     EndWork();
     return false;
   }
-  if (!ExtensionCurrent(&warned_version)) {
+  // After a new build is installed, delivery waits for ALTER EXTENSION statesman UPDATE: the
+  // SQL objects must be the version this library was built for.
+  if (extension[0][0] != STATESMAN_VERSION) {
     EndWork();
+    if (!sup->warned_version)
+      Log(LogLevel::kWarning,
+          "statesman: extension version " + extension[0][0].value_or("?") + " is installed, the library is " +
+              STATESMAN_VERSION + "; delivery waits",
+          "Run ALTER EXTENSION statesman UPDATE in this database.");
+    sup->warned_version = true;
     return true;
   }
-  Oid owner = static_cast<Oid>(
-      ToInt(QueryValue("SELECT extowner FROM pg_catalog.pg_extension WHERE extname = 'statesman'")));
+  sup->warned_version = false;
+  Oid owner = static_cast<Oid>(ToInt(extension[0][1]));
   std::vector<Row> outboxes = Query("SELECT outbox_id FROM statesman.outboxes WHERE enabled ORDER BY outbox_id");
   int64 pruned = ToInt(QueryValue("SELECT statesman._prune_deferred(1000)"));
   // The watchdog of stuck leaders (see statesman._expire_stuck_lease).
@@ -118,7 +114,7 @@ bool Supervise(std::map<std::string, Dispatcher> *dispatchers, worker::WarningLi
                                    MyDatabaseId, owner, id.c_str(), &d.handle)) {
       if (slot >= 0) ReleaseReservedSlot(slot, generation);
       d.handle = nullptr;
-      if (no_slot->Allow(now, &suppressed))
+      if (sup->no_slot.Allow(now, &suppressed))
         Log(LogLevel::kWarning,
             "statesman: no free worker slot for the dispatcher of outbox \"" + id + "\"; retrying",
             slot == -2 ? "Raise statesman.max_workers (now " + std::to_string(guc_max_workers) + ")."
@@ -151,8 +147,7 @@ void DatabaseLoop() {
   if (!installed) return;
   Log(LogLevel::kLog, "statesman: database worker started");
 
-  std::map<std::string, Dispatcher> dispatchers;
-  worker::WarningLimiter no_slot(60000);
+  Supervision sup;
   int64 head = 0;
   int64 last_supervised = 0;
   for (;;) {
@@ -173,12 +168,12 @@ void DatabaseLoop() {
     }
     int64 now = NowMillis();
     if (now - last_supervised >= kSuperviseEveryMs) {
-      if (!Supervise(&dispatchers, &no_slot)) break;
+      if (!Supervise(&sup)) break;
       last_supervised = now;
     }
     if (!more) WaitForLatch(std::max<int64>(1, last_supervised + kSuperviseEveryMs - NowMillis()));
   }
-  StopDispatchers(&dispatchers);
+  StopDispatchers(&sup.dispatchers);
   Log(LogLevel::kLog, "statesman: database worker stopped");
 }
 

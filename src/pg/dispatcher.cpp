@@ -352,7 +352,13 @@ OnceResult DispatchOnce(const std::string &outbox_id) {
     return finish(cursor());
   bool own_transaction = Call([] { return !IsTransactionBlock() && XactIsoLevel == XACT_READ_COMMITTED; });
   if (own_transaction) QueryValue("SELECT statesman.sequence_feed(10000)");
-  CycleOutcome out = RunCycle(s, [] { return HandleInterrupts() || true; }, false);
+  CycleOutcome out = RunCycle(
+      s,
+      [] {
+        CheckForInterrupts();
+        return true;
+      },
+      false);
   if (out.failed)
     Log(LogLevel::kWarning,
         "statesman: outbox \"" + outbox_id + "\": delivery failed (attempt " + std::to_string(out.attempts) +

@@ -94,8 +94,6 @@ void RequestSharedMemory() {
   shmem_startup_hook = ShmemStartup;
 }
 
-bool RegistryAvailable() { return registry != nullptr; }
-
 int ReserveSlot(Oid dboid, const char *outbox_id, uint32 *generation) {
   int free_index = -2;
   LWLockAcquire(registry->lock, LW_EXCLUSIVE);
@@ -141,15 +139,6 @@ bool ClaimSlot(int index, uint32 generation, Oid dboid, const char *outbox_id) {
   LWLockRelease(registry->lock);
   if (mine) on_shmem_exit(FreeClaimedSlot, 0);
   return mine;
-}
-
-int SlotsInUse() {
-  int used = 0;
-  LWLockAcquire(registry->lock, LW_SHARED);
-  for (int i = 0; i < registry->size; ++i)
-    if (registry->slots[i].dboid != InvalidOid) ++used;
-  LWLockRelease(registry->lock);
-  return used;
 }
 
 void WakeWorkers(Oid dboid, bool dispatchers) {

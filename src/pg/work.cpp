@@ -103,6 +103,14 @@ bool HandleInterrupts() {
   return guc_enabled;
 }
 
+void CheckForInterrupts() {
+  Call([] { CHECK_FOR_INTERRUPTS(); });
+}
+
+bool ExtensionInstalled() {
+  return QueryValue("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'statesman'").has_value();
+}
+
 bool WaitForLatch(int64_t timeout_ms) {
   if (timeout_ms < 0) timeout_ms = 0;
   int rc = Call([&] {
@@ -167,7 +175,7 @@ void RunUntilExtensionDropped(const std::function<void()> &loop) {
       pgstat_report_activity(STATE_IDLE, nullptr);
     });
     BeginWork("statesman: checking the extension");
-    bool installed = QueryValue("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'statesman'").has_value();
+    bool installed = ExtensionInstalled();
     EndWork();
     if (!installed) {
       Log(LogLevel::kLog, "statesman: the extension was dropped; " + std::string(MyBgworkerEntry->bgw_type) + " stops");

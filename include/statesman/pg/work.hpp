@@ -28,9 +28,14 @@ std::vector<Row> Query(const char *sql, const std::vector<Value> &params = {});
 // The first column of the first row, or nullopt when there is no row or it is NULL.
 Value QueryValue(const char *sql, const std::vector<Value> &params = {});
 
-// Handles what signals asked for: a pending termination (exits the process) and a config
-// reload. Returns false when statesman.enabled was turned off.
+// Handles what signals asked for, in statesman's own processes: a pending termination (exits
+// the process) and a config reload. Returns false when statesman.enabled was turned off.
 bool HandleInterrupts();
+// CHECK_FOR_INTERRUPTS() alone: for C++ loops in a client's backend (dispatch_once), where
+// PostgresMain, not this code, reloads the configuration.
+void CheckForInterrupts();
+// True when the extension is installed in this database (inside a transaction).
+bool ExtensionInstalled();
 // Waits for the latch, at most timeout_ms; true when the latch (a hint) woke it.
 bool WaitForLatch(int64_t timeout_ms);
 // Waits until deadline_ms, ignoring latch wake-ups (hints), handling interrupts.

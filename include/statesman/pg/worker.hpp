@@ -35,7 +35,6 @@ void DefineSettings();
 constexpr int kOutboxIdSize = 64;
 
 void RequestSharedMemory();
-bool RegistryAvailable();
 
 // Reserves a slot for (dboid, outbox_id); returns its index, -1 when the identity already has
 // a worker (reserved or running), -2 when every slot is taken.
@@ -44,8 +43,6 @@ int ReserveSlot(Oid dboid, const char *outbox_id, uint32 *generation);
 void ReleaseReservedSlot(int index, uint32 generation);
 // Called by a worker as it starts: claims its reserved slot. False when it is not its own.
 bool ClaimSlot(int index, uint32 generation, Oid dboid, const char *outbox_id);
-// How many slots are in use.
-int SlotsInUse();
 // Sets the latch of the database worker (dispatchers == false) or of every dispatcher of a
 // database. Takes no lock: at worst a latch is set that nobody needed.
 void WakeWorkers(Oid dboid, bool dispatchers);

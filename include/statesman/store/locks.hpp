@@ -16,11 +16,9 @@ struct LockKey {
 inline constexpr int32_t kAddressLockSpace = 1398033742;
 // Held by the one sequencer that gives feed positions, until its transaction ends.
 inline constexpr int32_t kSequencerLockSpace = 1398033743;
-// Other advisory lock spaces, taken in SQL (sql/statesman.sql), listed here so that none is
-// reused: an outbox's lease (session lock, key hashtext(outbox_id)), and a page of delivery
-// (shared, per transaction) against drop_outbox (exclusive), same key.
-inline constexpr int32_t kLeaseLockSpace = 1398033744;
-inline constexpr int32_t kOutboxPageLockSpace = 1398033745;
+// Two more spaces are taken only in SQL (sql/statesman.sql); noted here so that none is reused:
+// 1398033744, an outbox's lease (session lock, key hashtext(outbox_id)), and 1398033745, a
+// page of delivery (shared, per transaction) against drop_outbox (exclusive), same key.
 
 // The lock key of an address (FNV-1a; a collision only makes two addresses share a lock).
 inline LockKey AddressLockKey(std::string_view address) {

@@ -57,7 +57,6 @@ class WarningLimiter {
   explicit WarningLimiter(Millis interval) : interval_(interval) {}
   // True when a warning may be logged now; *suppressed is set to how many were held back.
   bool Allow(Millis now, int64_t *suppressed);
-  void Reset() { last_ = std::nullopt; held_back_ = 0; }
 
  private:
   Millis interval_;
