@@ -1383,26 +1383,20 @@ $$;
 COMMENT ON FUNCTION statesman._prune_horizon() IS
     'the position below which every enabled outbox has delivered; NULL when there is none';
 
--- Prunes an address down to its root's limits. Only records that have a feed position at or
--- below the horizon go (a record leaves history and feed together); when over-limit records
--- had to stay, the address is noted in prune_pending for the worker to prune later.
--- Returns how many records were pruned.
-CREATE FUNCTION statesman._prune(address text) RETURNS bigint
+-- Prunes an address down to its root's limits (passed in: the append has them at hand). Only
+-- records that have a feed position at or below the horizon go (a record leaves history and
+-- feed together); when over-limit records had to stay, the address is noted in prune_pending
+-- for the worker to prune later. Returns how many records were pruned.
+CREATE FUNCTION statesman._prune(address text, max_revisions integer, max_bytes bigint) RETURNS bigint
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
 DECLARE
-    v_max_revisions integer;
-    v_max_bytes bigint;
     v_horizon bigint := COALESCE(statesman._prune_horizon(), 9223372036854775807);
     pruned bigint;
     blocked boolean;
 BEGIN
-    SELECT r.max_revisions, r.max_bytes INTO v_max_revisions, v_max_bytes
-    FROM statesman.roots r
-    WHERE r.root = (SELECT h.root FROM statesman.history h WHERE h.address = _prune.address LIMIT 1);
-    DELETE FROM statesman.prune_pending p WHERE p.address = _prune.address;
-    IF v_max_revisions IS NULL AND v_max_bytes IS NULL THEN
+    IF max_revisions IS NULL AND max_bytes IS NULL THEN
         RETURN 0;
     END IF;
     WITH doomed AS (
@@ -1411,7 +1405,7 @@ BEGIN
                    sum(COALESCE(octet_length(k.payload), 0)) OVER w AS bytes
             FROM statesman.history k WHERE k.address = _prune.address
             WINDOW w AS (ORDER BY k.revision DESC)) x
-        WHERE x.rn > 1 AND (x.rn > v_max_revisions OR x.bytes > v_max_bytes)
+        WHERE x.rn > 1 AND (x.rn > _prune.max_revisions OR x.bytes > _prune.max_bytes)
     ), gone AS (
         DELETE FROM statesman.history h USING doomed d
         WHERE h.address = _prune.address AND h.revision = d.revision
@@ -1427,22 +1421,28 @@ BEGIN
     RETURN pruned;
 END
 $$;
-COMMENT ON FUNCTION statesman._prune(text) IS
+COMMENT ON FUNCTION statesman._prune(text, integer, bigint) IS
     'applies an address''s retention as far as delivery allows; notes the rest for later';
 
--- The worker's deferred pruning: retries up to max_addresses noted addresses whose blocked
--- records the horizon has passed. Returns how many records were pruned.
+-- The worker's deferred pruning: retries up to max_addresses noted addresses (a note goes, and
+-- comes back when records must still wait). Returns how many records were pruned.
 CREATE FUNCTION statesman._prune_deferred(max_addresses integer DEFAULT 1000) RETURNS bigint
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
 DECLARE
-    a text;
+    p record;
     pruned bigint := 0;
 BEGIN
-    FOR a IN SELECT p.address FROM statesman.prune_pending p ORDER BY p.noted_at LIMIT max_addresses
-             FOR UPDATE SKIP LOCKED LOOP
-        pruned := pruned + statesman._prune(a);
+    FOR p IN SELECT n.address, r.max_revisions, r.max_bytes
+             FROM statesman.prune_pending n
+             LEFT JOIN LATERAL (SELECT h.root FROM statesman.history h
+                                WHERE h.address = n.address LIMIT 1) h ON true
+             LEFT JOIN statesman.roots r ON r.root = h.root
+             ORDER BY n.noted_at LIMIT max_addresses
+             FOR UPDATE OF n SKIP LOCKED LOOP
+        DELETE FROM statesman.prune_pending n WHERE n.address = p.address;
+        pruned := pruned + statesman._prune(p.address, p.max_revisions, p.max_bytes);
     END LOOP;
     RETURN pruned;
 END
@@ -1686,7 +1686,7 @@ REVOKE ALL ON FUNCTION statesman._note_failure(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._deliver_table_page(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._park_page(text, text, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._redeliver_table_page(text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION statesman._prune(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._prune(text, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._prune_deferred(integer) FROM PUBLIC;
 
 -- Monitoring: the outbox view shows no secrets, but its errors may quote sink data.

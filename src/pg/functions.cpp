@@ -73,7 +73,7 @@ constexpr const char *kInsertSql =
 
 // Applies the root's retention to the address (statesman._prune): records that every enabled
 // outbox has delivered go; the rest wait in statesman.prune_pending for the worker.
-constexpr const char *kPruneSql = "SELECT statesman._prune($1)";
+constexpr const char *kPruneSql = "SELECT statesman._prune($1, $2, $3)";
 
 // The same for a database whose SQL objects are still 0.1.0 (a new build installed, ALTER
 // EXTENSION UPDATE not yet run): 0.1.0's own retention, which has no outboxes to wait for.
@@ -88,16 +88,15 @@ constexpr const char *kLegacyPruneSql =
     "         AND (x.rn OPERATOR(pg_catalog.>) $2 OR x.bytes OPERATOR(pg_catalog.>) $3)) doomed "
     "WHERE h.address OPERATOR(pg_catalog.=) $1 AND h.revision OPERATOR(pg_catalog.=) doomed.revision "
     "  AND h.global_position IS NOT NULL";
-const Oid kLegacyPruneTypes[3] = {TEXTOID, INT4OID, INT8OID};
+// Both prune statements take (address, max_revisions, max_bytes).
+const Oid kPruneTypes[3] = {TEXTOID, INT4OID, INT8OID};
 SPIPlanPtr legacy_prune_plan = nullptr;
 
-// True when statesman._prune(text) exists (the SQL objects are 0.2.0 or later).
+// True when statesman._prune(text, integer, bigint) exists (the SQL objects are 0.2.0 or later).
 bool HasPruneFunction() {
-  Oid argtypes[1] = {TEXTOID};
   List *name = list_make2(makeString(pstrdup("statesman")), makeString(pstrdup("_prune")));
-  return OidIsValid(LookupFuncName(name, 1, argtypes, true));
+  return OidIsValid(LookupFuncName(name, 3, kPruneTypes, true));
 }
-const Oid kPruneTypes[1] = {TEXTOID};
 
 SPIPlanPtr insert_plan = nullptr;
 SPIPlanPtr prune_plan = nullptr;
@@ -349,21 +348,17 @@ AppendResult AppendRecord(AppendRequest &req) {
     throw;
   }
 
-  if ((root_decl.has_max_revisions || root_decl.has_max_bytes) && Call(HasPruneFunction)) {
-    SPIPlanPtr prune = PreparedPlan(&prune_plan, kPruneSql, 1, kPruneTypes);
-    Datum prune_values[1] = {req.values[kAddress]};
-    Call([&] {
-      int rc = SPI_execute_plan(prune, prune_values, nullptr, false, 0);
-      if (rc != SPI_OK_SELECT) elog(ERROR, "statesman: retention failed: %s", SPI_result_code_string(rc));
-    });
-  } else if (root_decl.has_max_revisions || root_decl.has_max_bytes) {
-    SPIPlanPtr prune = PreparedPlan(&legacy_prune_plan, kLegacyPruneSql, 3, kLegacyPruneTypes);
+  if (root_decl.has_max_revisions || root_decl.has_max_bytes) {
+    bool current = Call(HasPruneFunction);
+    SPIPlanPtr prune = current ? PreparedPlan(&prune_plan, kPruneSql, 3, kPruneTypes)
+                               : PreparedPlan(&legacy_prune_plan, kLegacyPruneSql, 3, kPruneTypes);
     Datum prune_values[3] = {req.values[kAddress], Int32GetDatum(root_decl.max_revisions),
                              Int64GetDatum(root_decl.max_bytes)};
     char prune_nulls[3] = {' ', root_decl.has_max_revisions ? ' ' : 'n', root_decl.has_max_bytes ? ' ' : 'n'};
     Call([&] {
       int rc = SPI_execute_plan(prune, prune_values, prune_nulls, false, 0);
-      if (rc != SPI_OK_DELETE) elog(ERROR, "statesman: retention failed: %s", SPI_result_code_string(rc));
+      if (rc != (current ? SPI_OK_SELECT : SPI_OK_DELETE))
+        elog(ERROR, "statesman: retention failed: %s", SPI_result_code_string(rc));
     });
   }
   NoteAppend();

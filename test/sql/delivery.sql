@@ -368,8 +368,11 @@ DROP EXTENSION dblink;
 -- outbox has delivered them, deferred pruning removes them. A paused or
 -- dropped outbox does not hold retention back.
 --
--- Every outbox but the one under test is caught up first.
+-- Every outbox but the one under test is caught up first, and notes that earlier files left
+-- (the worker would settle them) are settled.
 SELECT count(*) AS cycles FROM statesman.outboxes o, statesman.dispatch_once(o.outbox_id);
+SELECT statesman._prune_deferred() >= 0 AS settled;
+SELECT count(*) AS notes_left FROM statesman.prune_pending;
 SELECT statesman.head_position() AS base \gset
 SELECT statesman.create_outbox('retained', sink_options => '{"table": "sinks.retained"}');
 SELECT statesman.seed_cursor('retained') = :base AS seeded_at_head;
