@@ -27,16 +27,9 @@ constexpr int64 kRelaunchAfterMs = 1000;   // a dispatcher that exited is restar
 constexpr int64 kSequenceBatch = 10000;
 constexpr int64 kSequenceGatherMs = 1;      // after a run that sequenced, before the next
 
-struct Dispatcher {
-  BackgroundWorkerHandle *handle = nullptr;
-  int slot = -1;
-  uint32 generation = 0;
-  int64 started_at = 0;
-};
-
 // What the database worker keeps from one supervision pass to the next.
 struct Supervision {
-  std::map<std::string, Dispatcher> dispatchers;
+  std::map<std::string, LaunchedWorker> dispatchers;
   worker::WarningLimiter no_slot{60000};
   bool warned_version = false;
 };
@@ -58,7 +51,7 @@ bool Sequence(int64 *head) {
 // Starts a dispatcher for each enabled outbox that has none; forgets the ones that exited.
 // Returns false when the extension is gone.
 bool Supervise(Supervision *sup) {
-  std::map<std::string, Dispatcher> *dispatchers = &sup->dispatchers;
+  std::map<std::string, LaunchedWorker> *dispatchers = &sup->dispatchers;
   BeginWork("statesman: supervising dispatchers");
   std::vector<Row> extension =
       Query("SELECT extversion, extowner FROM pg_catalog.pg_extension WHERE extname = 'statesman'");
@@ -89,41 +82,25 @@ bool Supervise(Supervision *sup) {
   if (pruned > 0) Log(LogLevel::kLog, "statesman: deferred retention pruned " + std::to_string(pruned) + " records");
 
   int64 now = NowMillis();
-  for (auto &[id, d] : *dispatchers) {
-    if (d.handle == nullptr) continue;
-    pid_t pid;
-    BgwHandleStatus status = Call([&] { return GetBackgroundWorkerPid(d.handle, &pid); });
-    if (status == BGWH_STOPPED) {
-      ReleaseReservedSlot(d.slot, d.generation);
-      Call([&] { pfree(d.handle); });
-      d.handle = nullptr;
-    }
-  }
+  for (auto &[id, d] : *dispatchers) ForgetIfStopped(&d);
   std::set<std::string> wanted;
   for (const Row &row : outboxes) {
     const std::string &id = *row[0];
     wanted.insert(id);
-    Dispatcher &d = (*dispatchers)[id];
+    LaunchedWorker &d = (*dispatchers)[id];
     if (d.handle != nullptr) continue;
     if (d.started_at != 0 && now - d.started_at < kRelaunchAfterMs) continue;
-    uint32 generation = 0;
-    int slot = ReserveSlot(MyDatabaseId, id.c_str(), &generation);
-    if (slot == -1) continue;  // one runs already (started by an earlier database worker)
+    // kAlreadyRunning: one started by an earlier database worker still runs.
+    LaunchResult result =
+        Launch(&d, "statesman_dispatcher_main", "statesman dispatcher", MyDatabaseId, owner, id.c_str(), now);
+    if (result == LaunchResult::kStarted || result == LaunchResult::kAlreadyRunning) continue;
     int64 suppressed = 0;
-    if (slot == -2 || !StartWorker("statesman_dispatcher_main", "statesman dispatcher", slot, generation,
-                                   MyDatabaseId, owner, id.c_str(), &d.handle)) {
-      if (slot >= 0) ReleaseReservedSlot(slot, generation);
-      d.handle = nullptr;
-      if (sup->no_slot.Allow(now, &suppressed))
-        Log(LogLevel::kWarning,
-            "statesman: no free worker slot for the dispatcher of outbox \"" + id + "\"; retrying",
-            slot == -2 ? "Raise statesman.max_workers (now " + std::to_string(guc_max_workers) + ")."
-                       : "Raise max_worker_processes.");
-      continue;
-    }
-    d.slot = slot;
-    d.generation = generation;
-    d.started_at = now;
+    if (sup->no_slot.Allow(now, &suppressed))
+      Log(LogLevel::kWarning,
+          "statesman: no free worker slot for the dispatcher of outbox \"" + id + "\"; retrying",
+          result == LaunchResult::kNoRegistrySlot
+              ? "Raise statesman.max_workers (now " + std::to_string(guc_max_workers) + ")."
+              : "Raise max_worker_processes.");
   }
   // Outboxes dropped or paused: their dispatchers see it themselves and exit.
   for (auto it = dispatchers->begin(); it != dispatchers->end();) {
@@ -135,7 +112,7 @@ bool Supervise(Supervision *sup) {
   return true;
 }
 
-void StopDispatchers(std::map<std::string, Dispatcher> *dispatchers) {
+void StopDispatchers(std::map<std::string, LaunchedWorker> *dispatchers) {
   for (auto &[id, d] : *dispatchers)
     if (d.handle != nullptr) Call([&] { TerminateBackgroundWorker(d.handle); });
 }

@@ -29,13 +29,6 @@ extern "C" {
 namespace statesman::pg {
 namespace {
 
-struct Launched {
-  BackgroundWorkerHandle *handle = nullptr;
-  int slot = -1;
-  uint32 generation = 0;
-  int64 started_at = 0;
-};
-
 // Databases that accept connections and are not templates.
 std::vector<Oid> ListDatabases() {
   std::vector<Oid> oids;
@@ -72,50 +65,29 @@ std::vector<Oid> ListDatabases() {
 }
 
 void LauncherLoop() {
-  std::map<Oid, Launched> launched;
+  std::map<Oid, LaunchedWorker> launched;
   worker::WarningLimiter no_slot(60000);
   for (;;) {
     bool enabled = HandleInterrupts();
     int64 now = NowMillis();
     // Forget workers that have exited; a reservation whose worker never started is freed.
-    for (auto &[dboid, entry] : launched) {
-      if (entry.handle == nullptr) continue;
-      pid_t pid;
-      BgwHandleStatus status = Call([&] { return GetBackgroundWorkerPid(entry.handle, &pid); });
-      if (status == BGWH_STOPPED) {
-        ReleaseReservedSlot(entry.slot, entry.generation);
-        Call([&] { pfree(entry.handle); });
-        entry.handle = nullptr;
-      }
-    }
+    for (auto &[dboid, entry] : launched) ForgetIfStopped(&entry);
     if (enabled) {
       for (Oid dboid : ListDatabases()) {
-        Launched &entry = launched[dboid];
+        LaunchedWorker &entry = launched[dboid];
         if (entry.handle != nullptr) continue;                                   // running
         if (entry.started_at != 0 && now - entry.started_at < guc_naptime_ms) continue;  // checked lately
-        uint32 generation = 0;
-        int slot = ReserveSlot(dboid, "", &generation);
-        if (slot == -1) continue;  // a database worker from an earlier launcher still runs
+        LaunchResult result =
+            Launch(&entry, "statesman_database_main", "statesman database worker", dboid, InvalidOid, "", now);
+        if (result == LaunchResult::kStarted || result == LaunchResult::kAlreadyRunning) continue;
         int64 suppressed = 0;
-        if (slot == -2) {
-          if (no_slot.Allow(now, &suppressed))
-            Log(LogLevel::kWarning,
-                "statesman: no free worker slot for database " + std::to_string(dboid) +
-                    " (statesman.max_workers = " + std::to_string(guc_max_workers) + "); retrying",
-                suppressed > 0 ? std::to_string(suppressed) + " similar warnings suppressed" : "");
-          break;
-        }
-        BackgroundWorkerHandle *handle = nullptr;
-        if (!StartWorker("statesman_database_main", "statesman database worker", slot, generation, dboid,
-                         InvalidOid, "", &handle)) {
-          ReleaseReservedSlot(slot, generation);
-          if (no_slot.Allow(now, &suppressed))
-            Log(LogLevel::kWarning,
-                "statesman: could not start a database worker: no free background worker slot; retrying",
-                "Raise max_worker_processes.");
-          break;
-        }
-        entry = Launched{handle, slot, generation, now};
+        if (no_slot.Allow(now, &suppressed))
+          Log(LogLevel::kWarning,
+              "statesman: no free worker slot for database " + std::to_string(dboid) + "; retrying",
+              result == LaunchResult::kNoRegistrySlot
+                  ? "Raise statesman.max_workers (now " + std::to_string(guc_max_workers) + ")."
+                  : "Raise max_worker_processes.");
+        break;
       }
     }
     WaitForLatch(guc_naptime_ms);
@@ -124,6 +96,9 @@ void LauncherLoop() {
 
 }  // namespace
 
+namespace {
+
+// Registers a dynamic worker in a reserved slot; false when PostgreSQL has no free worker slot.
 bool StartWorker(const char *function, const char *name, int slot, uint32 generation, Oid dboid, Oid owner,
                  const char *outbox_id, BackgroundWorkerHandle **handle) {
   return Call([&] {
@@ -151,6 +126,32 @@ bool StartWorker(const char *function, const char *name, int slot, uint32 genera
     memcpy(worker.bgw_extra, &args, sizeof(args));
     return RegisterDynamicBackgroundWorker(&worker, handle);
   });
+}
+
+}  // namespace
+
+LaunchResult Launch(LaunchedWorker *worker, const char *function, const char *name, Oid dboid, Oid owner,
+                    const char *outbox_id, int64 now) {
+  uint32 generation = 0;
+  int slot = ReserveSlot(dboid, outbox_id, &generation);
+  if (slot == -1) return LaunchResult::kAlreadyRunning;
+  if (slot == -2) return LaunchResult::kNoRegistrySlot;
+  BackgroundWorkerHandle *handle = nullptr;
+  if (!StartWorker(function, name, slot, generation, dboid, owner, outbox_id, &handle)) {
+    ReleaseReservedSlot(slot, generation);
+    return LaunchResult::kNoBackgroundWorkerSlot;
+  }
+  *worker = LaunchedWorker{handle, slot, generation, now};
+  return LaunchResult::kStarted;
+}
+
+void ForgetIfStopped(LaunchedWorker *worker) {
+  if (worker->handle == nullptr) return;
+  pid_t pid;
+  if (Call([&] { return GetBackgroundWorkerPid(worker->handle, &pid); }) != BGWH_STOPPED) return;
+  ReleaseReservedSlot(worker->slot, worker->generation);
+  Call([&] { pfree(worker->handle); });
+  worker->handle = nullptr;
 }
 
 WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname) {

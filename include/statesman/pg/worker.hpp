@@ -52,9 +52,23 @@ void NoteAppend();
 void RegisterCommitHint();
 
 // ---- Launching (launcher.cpp) ----------------------------------------------------------
-// Registers a dynamic worker in a reserved slot; false when PostgreSQL has no free worker slot.
-bool StartWorker(const char *function, const char *name, int slot, uint32 generation, Oid dboid,
-                 Oid owner, const char *outbox_id, BackgroundWorkerHandle **handle);
+// A worker this process started (the launcher its database workers, a database worker its
+// dispatchers): its handle and its registry slot.
+struct LaunchedWorker {
+  BackgroundWorkerHandle *handle = nullptr;  // nullptr: not running
+  int slot = -1;
+  uint32 generation = 0;
+  int64 started_at = 0;
+};
+
+enum class LaunchResult { kStarted, kAlreadyRunning, kNoRegistrySlot, kNoBackgroundWorkerSlot };
+
+// Reserves a registry slot for (dboid, outbox_id) and registers a dynamic worker in it; on a
+// failure the reservation is given back. kAlreadyRunning: another process serves that identity.
+LaunchResult Launch(LaunchedWorker *worker, const char *function, const char *name, Oid dboid, Oid owner,
+                    const char *outbox_id, int64 now);
+// Notices that a launched worker has exited (and frees a reservation it never claimed).
+void ForgetIfStopped(LaunchedWorker *worker);
 void RegisterLauncher();
 
 // Arguments a dynamic worker finds in bgw_extra.
