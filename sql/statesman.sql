@@ -943,7 +943,7 @@ CREATE FUNCTION statesman.drop_outbox(outbox_id text) RETURNS void
     AS $$
 BEGIN
     PERFORM statesman._check_id(drop_outbox.outbox_id, 'outbox_id');
-    -- Waits for a page under way to commit (see statesman._deliver_table_page). Taken before
+    -- Waits for a page under way to commit (see statesman._page_outbox). Taken before
     -- the row lock, in the order pages take them: a page's insert into dead_letters checks this
     -- row's key.
     PERFORM pg_advisory_xact_lock(1398033745, statesman._lease_key(drop_outbox.outbox_id));
@@ -1153,6 +1153,36 @@ CREATE FUNCTION statesman._note_failure(outbox_id text, error text) RETURNS inte
 $$;
 COMMENT ON FUNCTION statesman._note_failure(text, text) IS 'counts a failed delivery attempt';
 
+-- The outbox a page works for, with the page lock held until the transaction ends: shared
+-- between pages, exclusive for drop_outbox, so a dropped outbox's cursor can never be written
+-- back by a page that was under way (an advisory lock: no row lock, no WAL). NULL fields when
+-- the outbox is gone.
+CREATE FUNCTION statesman._page_outbox(outbox_id text) RETURNS statesman.outboxes
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(1398033745, statesman._lease_key(_page_outbox.outbox_id));
+    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _page_outbox.outbox_id;
+    RETURN o;
+END
+$$;
+COMMENT ON FUNCTION statesman._page_outbox(text) IS 'an outbox''s row, under the page lock';
+
+-- Moves an outbox's cursor forward to a position delivered (or parked) in this transaction.
+CREATE FUNCTION statesman._move_cursor(outbox_id text, "position" bigint) RETURNS void
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    INSERT INTO statesman.cursors AS c (outbox_id, position) VALUES (_move_cursor.outbox_id, _move_cursor."position")
+    ON CONFLICT ON CONSTRAINT cursors_pkey DO UPDATE
+        SET position = EXCLUDED.position, updated_at = now()
+        WHERE c.position < EXCLUDED.position
+$$;
+COMMENT ON FUNCTION statesman._move_cursor(text, bigint) IS 'moves a cursor forward within a page''s transaction';
+
 -- Delivers the next page of the feed to a `table` sink: the inserts, the cursor advance and the
 -- totals commit together, so delivery into the table is exactly-once. The sink's failure
 -- (a constraint, a trigger, a missing table) is caught, recorded and reported as 'failed'.
@@ -1170,11 +1200,8 @@ DECLARE
     v_epoch uuid;
     v_insert text;
 BEGIN
-    -- Shared with other pages, exclusive for drop_outbox: a dropped outbox's cursor can never be
-    -- written back by a page that was under way (an advisory lock: no row lock, no WAL).
-    PERFORM pg_advisory_xact_lock_shared(1398033745, statesman._lease_key(_deliver_table_page.outbox_id));
-    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _deliver_table_page.outbox_id;
-    IF NOT FOUND THEN
+    o := statesman._page_outbox(_deliver_table_page.outbox_id);
+    IF o.outbox_id IS NULL THEN
         r.status := 'gone'; RETURN r;
     ELSIF NOT o.enabled THEN
         r.status := 'paused'; RETURN r;
@@ -1225,10 +1252,7 @@ BEGIN
     END IF;
     r.deduplicated := v_matching - r.published;
 
-    INSERT INTO statesman.cursors AS c (outbox_id, position) VALUES (o.outbox_id, r.last_position)
-    ON CONFLICT ON CONSTRAINT cursors_pkey DO UPDATE
-        SET position = EXCLUDED.position, updated_at = now()
-        WHERE c.position < EXCLUDED.position;
+    PERFORM statesman._move_cursor(o.outbox_id, r.last_position);
     UPDATE statesman.outbox_state s
     SET attempts = 0, published_total = s.published_total + r.published,
         deduplicated_total = s.deduplicated_total + r.deduplicated,
@@ -1258,9 +1282,8 @@ DECLARE
     v_epoch uuid;
     parked bigint;
 BEGIN
-    PERFORM pg_advisory_xact_lock_shared(1398033745, statesman._lease_key(_park_page.outbox_id));
-    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _park_page.outbox_id;
-    IF NOT FOUND OR NOT o.enabled THEN
+    o := statesman._page_outbox(_park_page.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
         RETURN 0;
     END IF;
     v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
@@ -1287,10 +1310,7 @@ BEGIN
     ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
         SET last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
     GET DIAGNOSTICS parked = ROW_COUNT;
-    INSERT INTO statesman.cursors AS c (outbox_id, position) VALUES (o.outbox_id, v_last)
-    ON CONFLICT ON CONSTRAINT cursors_pkey DO UPDATE
-        SET position = EXCLUDED.position, updated_at = now()
-        WHERE c.position < EXCLUDED.position;
+    PERFORM statesman._move_cursor(o.outbox_id, v_last);
     UPDATE statesman.outbox_state s SET attempts = 0, skipped_total = s.skipped_total + parked
     WHERE s.outbox_id = o.outbox_id;
     RETURN parked;
@@ -1312,9 +1332,8 @@ DECLARE
     v_target text;
     v_positions bigint[];
 BEGIN
-    PERFORM pg_advisory_xact_lock_shared(1398033745, statesman._lease_key(_redeliver_table_page.outbox_id));
-    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _redeliver_table_page.outbox_id;
-    IF NOT FOUND OR NOT o.enabled THEN
+    o := statesman._page_outbox(_redeliver_table_page.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
         r.status := 'empty'; r.read := 0; RETURN r;
     END IF;
     SELECT array_agg(d.global_position ORDER BY d.global_position) INTO v_positions
@@ -1683,6 +1702,8 @@ REVOKE ALL ON FUNCTION statesman._expire_stuck_lease(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._release_lease(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._note_dispatcher(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._note_failure(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._page_outbox(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._move_cursor(text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._deliver_table_page(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._park_page(text, text, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._redeliver_table_page(text) FROM PUBLIC;
