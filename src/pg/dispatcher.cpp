@@ -74,7 +74,6 @@ struct CycleOutcome {
   int64 published = 0;
   int64 skipped = 0;
   int64 deduplicated = 0;
-  Value cursor;
   bool failed = false;   // the sink refused the current page; retry after a backoff
   int attempts = 0;
   std::string error;
@@ -119,7 +118,6 @@ CycleOutcome RunCycle(const OutboxSettings &s, const std::function<bool()> &betw
   for (;;) {
     Row page = DeliverPage("statesman._deliver_table_page", s.outbox_id);
     const std::string status = page[0].value_or("");
-    out.cursor = page[2];
     if (status == "gone" || status == "paused") {
       out.stop = true;
       return out;
@@ -136,7 +134,6 @@ CycleOutcome RunCycle(const OutboxSettings &s, const std::function<bool()> &betw
       int64 parked = ToInt(QueryValue("SELECT statesman._park_page($1, $2, $3::integer, $4::bigint)",
                                       {s.outbox_id, out.error, std::to_string(out.attempts), page[1]}));
       out.skipped += parked;
-      out.cursor = QueryValue("SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = $1", {s.outbox_id});
       Log(in_worker ? LogLevel::kError : LogLevel::kWarning,
           "statesman: outbox \"" + s.outbox_id + "\": skipped " + std::to_string(parked) + " messages after " +
               std::to_string(out.attempts) + " failed attempts; they were never delivered",
@@ -336,20 +333,18 @@ OnceResult DispatchOnce(const std::string &outbox_id) {
   QueryValue("SELECT statesman._check_id($1, 'outbox_id')", {outbox_id});
   OutboxSettings s;
   if (!LoadSettings(outbox_id, &s)) throw Error("42704", "outbox \"" + outbox_id + "\" does not exist");
-  auto cursor = [&] {
-    return QueryValue("SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = $1", {outbox_id});
-  };
   OnceResult result{0, 0, 0, false, 0};
-  auto finish = [&](const Value &position) {
+  auto finish = [&] {
+    Value position = QueryValue("SELECT statesman.cursor_position($1)", {outbox_id});
     result.has_cursor = position.has_value();
     result.cursor = ToInt(position);
     return result;
   };
-  if (!s.enabled) return finish(cursor());
+  if (!s.enabled) return finish();
   // The lease for this transaction only: it ends with the caller's transaction whatever
   // happens, so a failed call can never leave the outbox leased to an idle session.
   if (s.require_lease && QueryValue("SELECT statesman._acquire_lease($1, true)", {outbox_id}) != "t")
-    return finish(cursor());
+    return finish();
   bool own_transaction = Call([] { return !IsTransactionBlock() && XactIsoLevel == XACT_READ_COMMITTED; });
   if (own_transaction) QueryValue("SELECT statesman.sequence_feed(10000)");
   CycleOutcome out = RunCycle(
@@ -366,7 +361,7 @@ OnceResult DispatchOnce(const std::string &outbox_id) {
   result.published = out.published;
   result.skipped = out.skipped;
   result.deduplicated = out.deduplicated;
-  return finish(cursor());
+  return finish();
 }
 
 }  // namespace
