@@ -2,6 +2,8 @@
 EXTENSION  = statesman
 EXTVERSION = $(shell sed -n "s/^default_version *= *'\(.*\)'/\1/p" $(EXTENSION).control)
 
+PG_CONFIG ?= pg_config
+
 MODULE_big = statesman
 OBJS = \
 	src/pg/module.o \
@@ -13,24 +15,37 @@ OBJS = \
 	src/pg/launcher.o \
 	src/pg/database_worker.o \
 	src/pg/dispatcher.o \
+	src/pg/sink_fn.o \
 	src/store/names.o \
 	src/store/message.o \
-	src/worker/policy.o
+	src/worker/policy.o \
+	src/sinks/io.o \
+	src/sinks/registry.o \
+	src/sinks/table.o \
+	src/sinks/redis.o \
+	src/sinks/postgres.o
 
 DATA_built = sql/$(EXTENSION)--$(EXTVERSION).sql
 DATA       = $(filter-out $(DATA_built), $(wildcard sql/$(EXTENSION)--*.sql))
 EXTRA_CLEAN = sql/$(EXTENSION)--$(EXTVERSION).sql
 
+LIBPQ_INCLUDEDIR := $(shell $(PG_CONFIG) --includedir)
 PG_CPPFLAGS = -I$(CURDIR)/include -DSTATESMAN_VERSION='"$(EXTVERSION)"'
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -fno-omit-frame-pointer
-SHLIB_LINK  = -lstdc++
+# The redis sink uses hiredis, the postgres sink libpq (as dblink and postgres_fdw do).
+SHLIB_LINK  = -lhiredis -lpq -lstdc++
+
+# Only the postgres sink sees libpq's headers (it never includes the server's).
+src/sinks/postgres.o: CXXFLAGS += -I$(LIBPQ_INCLUDEDIR)
 
 # No JIT bitcode: the C++ parts are not meant for LLVM inlining.
 override with_llvm = no
 
-PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
+
+# The version is compiled in (STATESMAN_VERSION): a new version rebuilds everything.
+$(OBJS): $(EXTENSION).control
 
 sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql $(EXTENSION).control
 	cp $< $@

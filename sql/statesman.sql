@@ -527,6 +527,20 @@ COMMENT ON FUNCTION statesman._message(text, uuid, text, text, text, text, bigin
     text, text, text, integer, text, text, text, text, bytea, text, text, jsonb, text) IS
     'one statesman.state-change/v1 message built from a record''s fields';
 
+-- The same message as JSON text, byte for byte _message(…)::text, written without building a
+-- jsonb first: what sinks outside the database send.
+CREATE FUNCTION statesman._message_text(
+    store text, epoch uuid, address text, root text, path text, partition text, revision bigint,
+    global_position bigint, occurred_at timestamptz, operation text, status text, value_type text,
+    schema_version integer, source text, fingerprint text, content_type text, serializer_id text,
+    payload bytea, correlation_id text, causation_id text, metadata jsonb, error text)
+    RETURNS text
+    LANGUAGE c IMMUTABLE PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'statesman_message_text';
+COMMENT ON FUNCTION statesman._message_text(text, uuid, text, text, text, text, bigint, bigint, timestamptz,
+    text, text, text, integer, text, text, text, text, bytea, text, text, jsonb, text) IS
+    'one statesman.state-change/v1 message as JSON text (equal to _message(...)::text)';
+
 CREATE FUNCTION statesman.read_feed(
     after bigint DEFAULT NULL, max_records integer DEFAULT 1000, root text DEFAULT NULL)
     RETURNS TABLE (global_position bigint, message_id text, address text, revision bigint,
@@ -668,9 +682,8 @@ COMMENT ON FUNCTION statesman.seed_cursor(text, bigint) IS
 
 -- The sinks this build knows, in the order error messages list them.
 CREATE FUNCTION statesman._known_sinks() RETURNS text[]
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
-    SET search_path = pg_catalog, pg_temp
-    AS $$ SELECT ARRAY['table']::text[] $$;
+    LANGUAGE c IMMUTABLE PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'statesman_known_sinks';
 COMMENT ON FUNCTION statesman._known_sinks() IS 'the sink names create_outbox accepts';
 
 -- The `table` sink's target as a quoted, schema-qualified name, from its options.
@@ -721,6 +734,10 @@ BEGIN
     IF jsonb_typeof(sink_options) <> 'object' THEN
         RAISE EXCEPTION 'sink_options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF sink <> 'table' THEN
+        -- Sinks outside this database check their own options (src/sinks/).
+        RETURN statesman._check_sink_options(sink, sink_options);
+    END IF;
 
     -- sink = 'table'
     SELECT string_agg(format('"%s"', k), ', ') INTO unknown
@@ -756,6 +773,32 @@ END
 $$;
 COMMENT ON FUNCTION statesman._check_sink(text, jsonb) IS
     'validates a sink and its options; prepares the table sink''s target';
+
+-- Checks the options of a sink outside this database (redis, postgres) and returns them with
+-- defaults filled in; raises 22023 naming the option. Never echoes a secret.
+CREATE FUNCTION statesman._check_sink_options(sink text, sink_options jsonb) RETURNS jsonb
+    LANGUAGE c STABLE STRICT
+    AS 'MODULE_PATHNAME', 'statesman_check_sink_options';
+COMMENT ON FUNCTION statesman._check_sink_options(text, jsonb) IS
+    'validates the options of a sink outside this database; fills in defaults';
+
+-- A sink call must end before the lease would expire (SPEC §6).
+CREATE FUNCTION statesman._check_sink_timeout(sink_options jsonb, lease_ttl interval) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    IF jsonb_typeof(sink_options->'timeout_ms') = 'number'
+       AND (sink_options->>'timeout_ms')::numeric * interval '1 millisecond' >= lease_ttl THEN
+        RAISE EXCEPTION 'sink option "timeout_ms" (% ms) must be shorter than lease_ttl (%)',
+            sink_options->>'timeout_ms', lease_ttl
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A sink call that outlasts the lease would let a second dispatcher publish at the same time.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_sink_timeout(jsonb, interval) IS
+    'checks that a sink''s timeout_ms is shorter than the outbox''s lease_ttl';
 
 -- Checks every setting of an outbox row (create_outbox and alter_outbox); raises 22023/22004.
 CREATE FUNCTION statesman._check_outbox(o statesman.outboxes) RETURNS void
@@ -866,6 +909,7 @@ BEGIN
             USING ERRCODE = 'unique_violation', HINT = 'Use statesman.alter_outbox() to change it.';
     END IF;
     o.sink_options := statesman._check_sink(create_outbox.sink, create_outbox.sink_options);
+    PERFORM statesman._check_sink_timeout(o.sink_options, o.lease_ttl);
     BEGIN
         INSERT INTO statesman.outboxes SELECT o.*;
     EXCEPTION WHEN unique_violation THEN
@@ -923,6 +967,7 @@ BEGIN
                           ELSE '{}'::jsonb END));
         o.sink := COALESCE(alter_outbox.sink, o.sink);
     END IF;
+    PERFORM statesman._check_sink_timeout(o.sink_options, o.lease_ttl);
     UPDATE statesman.outboxes x
     SET sink = o.sink, sink_options = o.sink_options, root = o.root, batch_size = o.batch_size,
         poll_interval = o.poll_interval, require_lease = o.require_lease, lease_ttl = o.lease_ttl,
@@ -1376,6 +1421,138 @@ $$;
 COMMENT ON FUNCTION statesman._redeliver_table_page(text) IS
     'hands requeued dead letters to a table sink and removes the delivered ones';
 
+-- Sinks outside this database (redis, postgres) take a page in three steps inside one
+-- transaction of the dispatcher: _open_page (under the page lock) says which records the page
+-- holds, _page_messages builds them, the sink publishes them, and only then _finish_page
+-- moves the cursor (publish first, then advance: SPEC §4).
+CREATE TYPE statesman._page AS (
+    status        text,      -- 'ready', 'empty', 'paused' or 'gone'
+    after         bigint,    -- the cursor before the page (0 when it has none)
+    last_position bigint,    -- the cursor after the page
+    read          bigint,    -- feed records in the page
+    matching      bigint,    -- of them, the records the outbox publishes (its root)
+    full_page     boolean    -- the page had batch_size records: more may follow at once
+);
+
+CREATE FUNCTION statesman._open_page(outbox_id text) RETURNS statesman._page
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    p statesman._page;
+BEGIN
+    o := statesman._page_outbox(_open_page.outbox_id);
+    IF o.outbox_id IS NULL THEN
+        p.status := 'gone'; RETURN p;
+    ELSIF NOT o.enabled THEN
+        p.status := 'paused'; RETURN p;
+    END IF;
+    p.after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+    SELECT count(*), max(x.global_position), count(*) FILTER (WHERE o.root IS NULL OR x.root = o.root)
+    INTO p.read, p.last_position, p.matching
+    FROM (SELECT h.global_position, h.root FROM statesman.history h
+          WHERE h.global_position > p.after ORDER BY h.global_position LIMIT o.batch_size) x;
+    IF p.read = 0 THEN
+        p.status := 'empty'; p.last_position := NULLIF(p.after, 0); RETURN p;
+    END IF;
+    p.status := 'ready';
+    p.full_page := p.read >= o.batch_size;
+    RETURN p;
+END
+$$;
+COMMENT ON FUNCTION statesman._open_page(text) IS
+    'the bounds of the next page for a sink outside this database, under the page lock';
+
+CREATE FUNCTION statesman._page_messages(outbox_id text, after bigint, last_position bigint)
+    RETURNS TABLE (global_position bigint, message_id text, message text)
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT h.global_position, v.store || '/' || h.address || '#' || h.revision,
+           statesman._message_text(v.store, v.epoch, h.address, h.root, h.path, h.partition, h.revision,
+               h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+               h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
+               COALESCE(h.content_type, o.payload_content_type, r.content_type),
+               h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error)
+    FROM statesman.outboxes o
+         CROSS JOIN (SELECT COALESCE(s.store_name, current_database()) AS store, s.epoch FROM statesman.store s) v
+         JOIN statesman.history h
+           ON h.global_position > _page_messages.after AND h.global_position <= _page_messages.last_position
+         LEFT JOIN statesman.roots r ON r.root = h.root
+    WHERE o.outbox_id = _page_messages.outbox_id AND (o.root IS NULL OR h.root = o.root)
+    ORDER BY h.global_position
+$$;
+COMMENT ON FUNCTION statesman._page_messages(text, bigint, bigint) IS
+    'the messages of a page that _open_page bounded, in feed order';
+
+-- After the sink accepted a page: the cursor moves past it and the totals count it.
+CREATE FUNCTION statesman._finish_page(outbox_id text, last_position bigint, published bigint, deduplicated bigint)
+    RETURNS void
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT statesman._move_cursor(_finish_page.outbox_id, _finish_page.last_position);
+    UPDATE statesman.outbox_state s
+    SET attempts = 0, published_total = s.published_total + _finish_page.published,
+        deduplicated_total = s.deduplicated_total + _finish_page.deduplicated,
+        last_published_at = CASE WHEN _finish_page.published > 0 THEN clock_timestamp() ELSE s.last_published_at END
+    WHERE s.outbox_id = _finish_page.outbox_id;
+$$;
+COMMENT ON FUNCTION statesman._finish_page(text, bigint, bigint, bigint) IS
+    'moves the cursor past a page the sink accepted and counts it';
+
+-- Dead letters requeued by redeliver(), for a sink outside this database (at most one page).
+CREATE FUNCTION statesman._requeued_messages(outbox_id text)
+    RETURNS TABLE (global_position bigint, message_id text, message text)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+BEGIN
+    o := statesman._page_outbox(_requeued_messages.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+        SELECT d.global_position, d.message_id, d.message::text FROM statesman.dead_letters d
+        WHERE d.outbox_id = o.outbox_id AND d.requeued_at IS NOT NULL
+        ORDER BY d.global_position LIMIT o.batch_size;
+END
+$$;
+COMMENT ON FUNCTION statesman._requeued_messages(text) IS
+    'requeued dead letters of an outbox, at most one page, for a sink outside this database';
+
+-- After the sink accepted requeued dead letters (accepted: they leave dead_letters) or refused
+-- them (refused: they stay parked, no longer requeued, so one broken message cannot stall the
+-- feed).
+CREATE FUNCTION statesman._requeued_outcome(outbox_id text, positions bigint[], accepted boolean,
+                                            published bigint, deduplicated bigint, error text)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    IF accepted THEN
+        DELETE FROM statesman.dead_letters d
+        WHERE d.outbox_id = _requeued_outcome.outbox_id AND d.global_position = ANY (_requeued_outcome.positions);
+        UPDATE statesman.outbox_state s
+        SET published_total = s.published_total + _requeued_outcome.published,
+            deduplicated_total = s.deduplicated_total + _requeued_outcome.deduplicated,
+            last_published_at = CASE WHEN _requeued_outcome.published > 0 THEN clock_timestamp()
+                                     ELSE s.last_published_at END
+        WHERE s.outbox_id = _requeued_outcome.outbox_id;
+    ELSE
+        UPDATE statesman.dead_letters d
+        SET requeued_at = NULL, attempts = d.attempts + 1, last_error = left(_requeued_outcome.error, 2000)
+        WHERE d.outbox_id = _requeued_outcome.outbox_id AND d.global_position = ANY (_requeued_outcome.positions);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._requeued_outcome(text, bigint[], boolean, bigint, bigint, text) IS
+    'removes requeued dead letters the sink accepted, or parks them again when it refused them';
+
 -- Runs one dispatch cycle in the calling session: see the C entry point.
 CREATE FUNCTION statesman.dispatch_once(outbox_id text)
     RETURNS TABLE (published bigint, skipped bigint, deduplicated bigint, cursor_position bigint)
@@ -1695,6 +1872,8 @@ REVOKE ALL ON FUNCTION statesman.dispatch_once(text) FROM PUBLIC;
 
 -- The delivery internals act on outboxes, cursors and leases: never for PUBLIC.
 REVOKE ALL ON FUNCTION statesman._check_sink(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._check_sink_options(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._check_sink_timeout(jsonb, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._outbox_for_update(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._acquire_lease(text, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._renew_lease(text) FROM PUBLIC;
@@ -1707,6 +1886,11 @@ REVOKE ALL ON FUNCTION statesman._move_cursor(text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._deliver_table_page(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._park_page(text, text, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._redeliver_table_page(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._open_page(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._page_messages(text, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._finish_page(text, bigint, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._requeued_messages(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._requeued_outcome(text, bigint[], boolean, bigint, bigint, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._prune(text, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._prune_deferred(integer) FROM PUBLIC;
 

@@ -21,9 +21,11 @@ PG_FUNCTION_INFO_V1(statesman_dispatch_once);
 }
 
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "statesman/error.hpp"
+#include "statesman/sink/sink.hpp"
 #include "statesman/worker/policy.hpp"
 
 namespace statesman::pg {
@@ -43,7 +45,7 @@ constexpr const char *kAwaitSequencerSql =
 // Loads an outbox's settings; false when it does not exist.
 bool LoadSettings(const std::string &outbox_id, OutboxSettings *s) {
   std::vector<Row> rows = Query(
-      "SELECT o.sink, o.enabled, o.require_lease, o.batch_size, "
+      "SELECT o.sink, o.sink_options::text, o.enabled, o.require_lease, o.batch_size, "
       "  (extract(epoch FROM o.poll_interval) * 1000)::bigint, "
       "  (extract(epoch FROM o.lease_ttl) * 1000)::bigint, "
       "  (extract(epoch FROM COALESCE(o.lease_renew_interval, o.lease_ttl / 3)) * 1000)::bigint, "
@@ -56,17 +58,138 @@ bool LoadSettings(const std::string &outbox_id, OutboxSettings *s) {
   const Row &r = rows[0];
   s->outbox_id = outbox_id;
   s->sink = r[0].value_or("");
-  s->enabled = r[1] == "t";
-  s->require_lease = r[2] == "t";
-  s->batch_size = static_cast<int>(ToInt(r[3], 1000));
-  s->poll_interval = ToInt(r[4], 1000);
-  s->lease_ttl = ToInt(r[5], 30000);
-  s->lease_renew_interval = ToInt(r[6], 10000);
-  s->min_retry_delay = ToInt(r[7], 200);
-  s->max_retry_delay = ToInt(r[8], 15000);
+  s->sink_options = r[1].value_or("{}");
+  s->enabled = r[2] == "t";
+  s->require_lease = r[3] == "t";
+  s->batch_size = static_cast<int>(ToInt(r[4], 1000));
+  s->poll_interval = ToInt(r[5], 1000);
+  s->lease_ttl = ToInt(r[6], 30000);
+  // A sink without its own timeout_ms: 5 s, or half the lease when that is shorter.
+  s->sink_timeout = sink::TimeoutMillis(s->sink_options, std::min<int64>(sink::kDefaultTimeoutMillis, s->lease_ttl / 2));
+  s->lease_renew_interval = ToInt(r[7], 10000);
+  s->min_retry_delay = ToInt(r[8], 200);
+  s->max_retry_delay = ToInt(r[9], 15000);
   s->skip_poison_after_attempts.reset();
-  if (r[9].has_value()) s->skip_poison_after_attempts = static_cast<int>(ToInt(r[9]));
+  if (r[10].has_value()) s->skip_poison_after_attempts = static_cast<int>(ToInt(r[10]));
   return true;
+}
+
+// The sink an outbox delivers to. For a sink outside this database it keeps one open Sink
+// (and so one connection) across pages and cycles, and opens a new one when the outbox's sink
+// or options change.
+class SinkHandle {
+ public:
+  // The sink for these settings; throws 0A000 for a sink this build does not know.
+  const sink::SinkType &Use(const OutboxSettings &s) {
+    const sink::SinkType *type = sink::FindSink(s.sink);
+    if (type == nullptr)
+      throw Error("0A000", "statesman: outbox \"" + s.outbox_id + "\": sink \"" + s.sink + "\" is not supported");
+    if (!type->in_database && (sink_ == nullptr || s.sink != name_ || s.sink_options != options_)) {
+      sink_ = type->open(s.sink_options);
+      name_ = s.sink;
+      options_ = s.sink_options;
+    }
+    return *type;
+  }
+  sink::Sink *Get() const { return sink_.get(); }
+
+ private:
+  std::unique_ptr<sink::Sink> sink_;
+  std::string name_;
+  std::string options_;
+};
+
+// How a page reaches a sink outside this database: the sink, and the limits of each call.
+struct SinkCall {
+  sink::Sink *sink = nullptr;
+  std::function<int64()> deadline_ms;  // when the next call must have ended (NowMillis time)
+
+  sink::Outcome Publish(const std::vector<sink::Message> &page) const {
+    int64 left = deadline_ms() - NowMillis();
+    sink::Budget budget{sink::Clock::now() + std::chrono::milliseconds(std::max<int64>(left, 0)),
+                        [] { return StopRequested(); }};
+    // The positions in the page are durable already: sequence_feed commits synchronously, and
+    // a commit is visible only after its WAL flush.
+    return sink->Publish(page, budget);
+  }
+};
+
+// Rows of (global_position, message_id, message) as sink messages.
+std::vector<sink::Message> ToMessages(std::vector<Row> rows) {
+  std::vector<sink::Message> page;
+  page.reserve(rows.size());
+  for (Row &r : rows) {
+    sink::Message m;
+    m.position = ToInt(r[0]);
+    m.id = std::move(*r[1]);
+    m.json = std::move(*r[2]);
+    page.push_back(std::move(m));
+  }
+  return page;
+}
+
+// One page to a sink outside this database, in the shape of statesman._page_result (see
+// DeliverPage): the page is bounded and built under the page lock, published, and only then
+// the cursor moves, in the same transaction.
+Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call) {
+  std::vector<Row> head = Query(
+      "SELECT p.status, p.after, p.last_position, p.read, p.matching, p.full_page FROM statesman._open_page($1) p",
+      {outbox_id});
+  if (head.empty()) throw Error("XX000", "statesman: statesman._open_page returned no row");
+  const Row &h = head[0];
+  Row result(8);
+  result[0] = h[0];
+  result[1] = h[3];
+  result[2] = h[2];
+  result[7] = h[5];
+  if (h[0] != "ready") return result;
+  int64 published = 0, deduplicated = 0;
+  if (ToInt(h[4]) > 0) {
+    sink::Outcome o = call.Publish(ToMessages(Query(
+        "SELECT m.global_position, m.message_id, m.message FROM statesman._page_messages($1, $2::bigint, $3::bigint) m",
+        {outbox_id, h[1], h[2]})));
+    if (!o.ok) {
+      result[0] = "failed";
+      result[2] = ToInt(h[1]) > 0 ? h[1] : Value();
+      result[5] = QueryValue("SELECT statesman._note_failure($1, $2)", {outbox_id, o.error});
+      result[6] = o.error;
+      return result;
+    }
+    published = o.published;
+    deduplicated = o.deduplicated;
+  }
+  QueryValue("SELECT statesman._finish_page($1, $2::bigint, $3::bigint, $4::bigint)",
+             {outbox_id, h[2], std::to_string(published), std::to_string(deduplicated)});
+  result[0] = "delivered";
+  result[3] = std::to_string(published);
+  result[4] = std::to_string(deduplicated);
+  result[5] = "0";
+  return result;
+}
+
+// Requeued dead letters to a sink outside this database (at most one page), in the shape of
+// statesman._page_result.
+Row RedeliverExternalPage(const std::string &outbox_id, const SinkCall &call) {
+  std::vector<sink::Message> page = ToMessages(Query(
+      "SELECT m.global_position, m.message_id, m.message FROM statesman._requeued_messages($1) m", {outbox_id}));
+  Row result(8);
+  result[1] = std::to_string(page.size());
+  if (page.empty()) {
+    result[0] = "empty";
+    return result;
+  }
+  std::string positions = "{";
+  for (const sink::Message &m : page) positions += (positions.size() > 1 ? "," : "") + std::to_string(m.position);
+  positions += "}";
+  sink::Outcome o = call.Publish(page);
+  QueryValue("SELECT statesman._requeued_outcome($1, $2::bigint[], $3::boolean, $4::bigint, $5::bigint, $6)",
+             {outbox_id, positions, std::string(o.ok ? "t" : "f"), std::to_string(o.published),
+              std::to_string(o.deduplicated), o.ok ? Value() : Value(o.error)});
+  result[0] = o.ok ? "delivered" : "failed";
+  result[3] = std::to_string(o.published);
+  result[4] = std::to_string(o.deduplicated);
+  result[6] = o.error;
+  return result;
 }
 
 // What one cycle did.
@@ -93,14 +216,23 @@ Row DeliverPage(const char *function, const std::string &outbox_id) {
 // Runs one cycle: requeued dead letters first, then feed pages until a page is empty.
 // between_pages() ends one page's transaction and starts the next (a no-op in dispatch_once);
 // it returns false when the process must stop.
-CycleOutcome RunCycle(const OutboxSettings &s, const std::function<bool()> &between_pages, bool in_worker) {
+CycleOutcome RunCycle(const OutboxSettings &s, SinkHandle &handle, const std::function<int64()> &deadline_ms,
+                      const std::function<bool()> &between_pages, bool in_worker) {
   CycleOutcome out;
-  if (s.sink != "table")
-    throw Error("0A000", "statesman: outbox \"" + s.outbox_id + "\": sink \"" + s.sink + "\" is not supported");
+  const sink::SinkType &type = handle.Use(s);
+  SinkCall call{handle.Get(), deadline_ms};
+  auto redeliver = [&] {
+    return type.in_database ? DeliverPage("statesman._redeliver_table_page", s.outbox_id)
+                            : RedeliverExternalPage(s.outbox_id, call);
+  };
+  auto deliver = [&] {
+    return type.in_database ? DeliverPage("statesman._deliver_table_page", s.outbox_id)
+                            : DeliverExternalPage(s.outbox_id, call);
+  };
 
   // Dead letters queued by statesman.redeliver().
   for (;;) {
-    Row page = DeliverPage("statesman._redeliver_table_page", s.outbox_id);
+    Row page = redeliver();
     const std::string status = page[0].value_or("");
     if (status == "empty") break;
     if (status == "failed") {
@@ -116,7 +248,7 @@ CycleOutcome RunCycle(const OutboxSettings &s, const std::function<bool()> &betw
   }
 
   for (;;) {
-    Row page = DeliverPage("statesman._deliver_table_page", s.outbox_id);
+    Row page = deliver();
     const std::string status = page[0].value_or("");
     if (status == "gone" || status == "paused") {
       out.stop = true;
@@ -234,7 +366,11 @@ class DispatcherProcess {
 
       BeginWork("statesman: delivering");
       CycleOutcome out = RunCycle(
-          settings_,
+          settings_, sink_,
+          [this] {
+            int64 now = NowMillis();
+            return settings_.require_lease ? clock_.SinkDeadline(settings_, now) : now + settings_.sink_timeout;
+          },
           [this] {
             EndWork();
             if (!HandleInterrupts()) return false;
@@ -310,6 +446,7 @@ class DispatcherProcess {
 
   std::string outbox_id_;
   OutboxSettings settings_;
+  SinkHandle sink_;
   bool leased_ = false;
   bool warned_unleased_ = false;
   worker::LeaseClock clock_;
@@ -347,8 +484,9 @@ OnceResult DispatchOnce(const std::string &outbox_id) {
     return finish();
   bool own_transaction = Call([] { return !IsTransactionBlock() && XactIsoLevel == XACT_READ_COMMITTED; });
   if (own_transaction) QueryValue("SELECT statesman.sequence_feed(10000)");
+  SinkHandle handle;
   CycleOutcome out = RunCycle(
-      s,
+      s, handle, [&s] { return NowMillis() + s.sink_timeout; },
       [] {
         CheckForInterrupts();
         return true;

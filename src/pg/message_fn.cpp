@@ -13,6 +13,7 @@ extern "C" {
 #include "utils/uuid.h"
 
 PG_FUNCTION_INFO_V1(statesman_message);
+PG_FUNCTION_INFO_V1(statesman_message_text);
 }
 
 #include "statesman/store/message.hpp"
@@ -71,16 +72,12 @@ void SetIntegerArg(Fields &f, Key key, FunctionCallInfo fcinfo, int argno, bool 
 }  // namespace
 }  // namespace statesman::pg
 
-// statesman._message(store, epoch, address, root, path, partition, revision, global_position,
-//   occurred_at, operation, status, value_type, schema_version, source, fingerprint,
-//   content_type, serializer_id, payload, correlation_id, causation_id, metadata, error) → jsonb
-extern "C" Datum statesman_message(PG_FUNCTION_ARGS) {
-  using namespace statesman::pg;
-  namespace store = statesman::store;
-  for (int required : {kStore, kEpoch, kAddress, kRevision})
-    if (PG_ARGISNULL(required)) PG_RETURN_NULL();
+namespace statesman::pg {
+namespace {
 
-  Fields f;
+// Fills f from the arguments of statesman._message (none of the required ones is NULL).
+void GatherFields(FunctionCallInfo fcinfo, Fields &f) {
+  namespace store = statesman::store;
   for (int k = 0; k < kKeyCount; ++k) {
     f.value[k].type = jbvNull;
     f.omit[k] = false;
@@ -149,6 +146,46 @@ extern "C" Datum statesman_message(PG_FUNCTION_ARGS) {
     f.value[kMetadataKey].val.binary.len = static_cast<int>(VARSIZE(metadata) - VARHDRSZ);
   }
   SetTextArg(f, kErrorKey, fcinfo, kError);
+}
+
+// A string as JSON, escaped exactly as PostgreSQL's escape_json does (so the text equals
+// jsonb's output), from a buffer that need not be NUL-terminated.
+void AppendJsonString(StringInfo buf, const char *data, int length) {
+  appendStringInfoCharMacro(buf, '"');
+  const char *run = data;  // the start of characters that need no escape
+  const char *end = data + length;
+  for (const char *p = data; p < end; ++p) {
+    unsigned char c = static_cast<unsigned char>(*p);
+    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    appendBinaryStringInfo(buf, run, static_cast<int>(p - run));
+    run = p + 1;
+    switch (c) {
+      case '\b': appendBinaryStringInfo(buf, "\\b", 2); break;
+      case '\f': appendBinaryStringInfo(buf, "\\f", 2); break;
+      case '\n': appendBinaryStringInfo(buf, "\\n", 2); break;
+      case '\r': appendBinaryStringInfo(buf, "\\r", 2); break;
+      case '\t': appendBinaryStringInfo(buf, "\\t", 2); break;
+      case '"': appendBinaryStringInfo(buf, "\\\"", 2); break;
+      case '\\': appendBinaryStringInfo(buf, "\\\\", 2); break;
+      default: appendStringInfo(buf, "\\u%04x", static_cast<int>(c)); break;
+    }
+  }
+  appendBinaryStringInfo(buf, run, static_cast<int>(end - run));
+  appendStringInfoCharMacro(buf, '"');
+}
+
+}  // namespace
+}  // namespace statesman::pg
+
+// statesman._message(store, epoch, address, root, path, partition, revision, global_position,
+//   occurred_at, operation, status, value_type, schema_version, source, fingerprint,
+//   content_type, serializer_id, payload, correlation_id, causation_id, metadata, error) → jsonb
+extern "C" Datum statesman_message(PG_FUNCTION_ARGS) {
+  using namespace statesman::pg;
+  for (int required : {kStore, kEpoch, kAddress, kRevision})
+    if (PG_ARGISNULL(required)) PG_RETURN_NULL();
+  Fields f;
+  GatherFields(fcinfo, f);
 
   JsonbParseState *state = nullptr;
   pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
@@ -163,4 +200,44 @@ extern "C" Datum statesman_message(PG_FUNCTION_ARGS) {
   }
   JsonbValue *object = pushJsonbValue(&state, WJB_END_OBJECT, nullptr);
   PG_RETURN_JSONB_P(JsonbValueToJsonb(object));
+}
+
+// statesman._message_text(the same arguments) → text: the same message as JSON text, written
+// directly, byte for byte what _message(…)::text gives, without building a jsonb first. For
+// sinks outside the database, which send text.
+extern "C" Datum statesman_message_text(PG_FUNCTION_ARGS) {
+  using namespace statesman::pg;
+  for (int required : {kStore, kEpoch, kAddress, kRevision})
+    if (PG_ARGISNULL(required)) PG_RETURN_NULL();
+  Fields f;
+  GatherFields(fcinfo, f);
+
+  StringInfoData buf;
+  initStringInfo(&buf);
+  appendStringInfoCharMacro(&buf, '{');
+  bool first = true;
+  for (int k = 0; k < kKeyCount; ++k) {
+    if (f.omit[k]) continue;
+    if (!first) appendBinaryStringInfo(&buf, ", ", 2);
+    first = false;
+    AppendJsonString(&buf, kKeyNames[k], static_cast<int>(strlen(kKeyNames[k])));
+    appendBinaryStringInfo(&buf, ": ", 2);
+    const JsonbValue &v = f.value[k];
+    switch (v.type) {
+      case jbvString:
+        AppendJsonString(&buf, v.val.string.val, v.val.string.len);
+        break;
+      case jbvNumeric:
+        appendStringInfoString(&buf, DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric))));
+        break;
+      case jbvBinary:
+        (void)JsonbToCString(&buf, v.val.binary.data, v.val.binary.len);
+        break;
+      default:
+        appendBinaryStringInfo(&buf, "null", 4);
+        break;
+    }
+  }
+  appendStringInfoCharMacro(&buf, '}');
+  PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
 }

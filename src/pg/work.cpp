@@ -10,6 +10,7 @@ extern "C" {
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/snapmgr.h"
@@ -106,6 +107,8 @@ bool HandleInterrupts() {
 void CheckForInterrupts() {
   Call([] { CHECK_FOR_INTERRUPTS(); });
 }
+
+bool StopRequested() { return ProcDiePending || QueryCancelPending || !PostmasterIsAlive(); }
 
 bool ExtensionInstalled() {
   return QueryValue("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'statesman'").has_value();

@@ -15,6 +15,13 @@ bool ShouldPark(const OutboxSettings &settings, int attempts) {
   return settings.skip_poison_after_attempts.has_value() && attempts >= *settings.skip_poison_after_attempts;
 }
 
+Millis LeaseClock::SinkDeadline(const OutboxSettings &settings, Millis now) const {
+  // The margin leaves time to commit the page and renew before the watchdog would call the
+  // lease stuck.
+  Millis margin = std::min<Millis>(1000, settings.lease_ttl / 10);
+  return std::min(now + settings.sink_timeout, last_renewal_ + settings.lease_ttl - margin);
+}
+
 bool WarningLimiter::Allow(Millis now, int64_t *suppressed) {
   if (last_.has_value() && now - *last_ < interval_) {
     ++held_back_;

@@ -1,4 +1,4 @@
--- Upgrading from the released 0.1.0 script gives exactly the objects, definitions and
+-- Upgrading from the released 0.1.0 script (through every later one) gives exactly the objects, definitions and
 -- privileges of a fresh install of the current version.
 SET client_min_messages = warning;
 DROP EXTENSION IF EXISTS statesman CASCADE;

@@ -34,6 +34,9 @@ bool HandleInterrupts();
 // CHECK_FOR_INTERRUPTS() alone: for C++ loops in a client's backend (dispatch_once), where
 // PostgresMain, not this code, reloads the configuration.
 void CheckForInterrupts();
+// True when this process was asked to stop or cancel (SIGTERM, a query cancel) or the
+// postmaster died: reads flags only, so a sink's wait may call it every few milliseconds.
+bool StopRequested();
 // True when the extension is installed in this database (inside a transaction).
 bool ExtensionInstalled();
 // Waits for the latch, at most timeout_ms; true when the latch (a hint) woke it.

@@ -1,0 +1,41 @@
+// Helpers shared by the sinks: option parsing and bounded, cancellable waits on a socket.
+// Plain C++ (no PostgreSQL headers).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "statesman/sink/sink.hpp"
+
+namespace statesman::sink {
+
+// ---- Options --------------------------------------------------------------------------------
+
+// Parses a sink's options; throws Error 22023 unless they are one JSON object whose keys are
+// all in `known` (the message names the sink and lists the known keys).
+nlohmann::json ParseOptions(const char *sink, const std::string &options_json,
+                            const std::vector<std::string> &known);
+
+// The option `key` as a string / integer, or nullopt when absent or null. Throws Error 22023
+// when it has another type, is empty (strings) or lies outside [min, max] (integers).
+std::optional<std::string> StringOption(const char *sink, const nlohmann::json &options, const char *key);
+std::optional<int64_t> IntOption(const char *sink, const nlohmann::json &options, const char *key, int64_t min,
+                                 int64_t max);
+
+
+// ---- Waiting on a socket ------------------------------------------------------------------------
+
+enum class WaitResult { kReady, kTimedOut, kCancelled, kFailed };
+
+// Waits until `fd` is readable (and/or writable), the budget's deadline passes, or the budget
+// is cancelled (checked every Budget::kCancelCheck). kFailed carries errno.
+WaitResult WaitSocket(int fd, bool for_read, bool for_write, const Budget &budget);
+
+// Replaces every occurrence of `secret` in `text` with "********" (no-op for an empty secret).
+std::string Redact(std::string text, const std::string &secret);
+
+}  // namespace statesman::sink

@@ -1,0 +1,331 @@
+-- statesman 0.2.0 → 0.3.0: the redis and postgres sinks behind one sink interface.
+-- The sink names and the options of sinks outside this database come from the library
+-- (src/sinks/); pages for those sinks are read, published and finished in three steps.
+\echo Use "ALTER EXTENSION statesman UPDATE TO '0.3.0'" to load this file. \quit
+
+CREATE FUNCTION statesman._message_text(
+    store text, epoch uuid, address text, root text, path text, partition text, revision bigint,
+    global_position bigint, occurred_at timestamptz, operation text, status text, value_type text,
+    schema_version integer, source text, fingerprint text, content_type text, serializer_id text,
+    payload bytea, correlation_id text, causation_id text, metadata jsonb, error text)
+    RETURNS text
+    LANGUAGE c IMMUTABLE PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'statesman_message_text';
+COMMENT ON FUNCTION statesman._message_text(text, uuid, text, text, text, text, bigint, bigint, timestamptz,
+    text, text, text, integer, text, text, text, text, bytea, text, text, jsonb, text) IS
+    'one statesman.state-change/v1 message as JSON text (equal to _message(...)::text)';
+
+CREATE OR REPLACE FUNCTION statesman._known_sinks() RETURNS text[]
+    LANGUAGE c IMMUTABLE PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'statesman_known_sinks';
+COMMENT ON FUNCTION statesman._known_sinks() IS 'the sink names create_outbox accepts';
+
+CREATE OR REPLACE FUNCTION statesman._check_sink(sink text, sink_options jsonb) RETURNS jsonb
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    unknown text;
+    target text;
+    rel oid;
+BEGIN
+    PERFORM statesman._require(sink, 'sink');
+    PERFORM statesman._require(sink_options, 'sink_options');
+    IF NOT sink = ANY (statesman._known_sinks()) THEN
+        RAISE EXCEPTION 'unknown sink "%" (known sinks: %)', sink, array_to_string(statesman._known_sinks(), ', ')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF jsonb_typeof(sink_options) <> 'object' THEN
+        RAISE EXCEPTION 'sink_options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sink <> 'table' THEN
+        -- Sinks outside this database check their own options (src/sinks/).
+        RETURN statesman._check_sink_options(sink, sink_options);
+    END IF;
+
+    -- sink = 'table'
+    SELECT string_agg(format('"%s"', k), ', ') INTO unknown
+    FROM jsonb_object_keys(sink_options) k WHERE k <> 'table';
+    IF unknown IS NOT NULL THEN
+        RAISE EXCEPTION 'unknown option % for sink "table"', unknown
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The table sink takes one option: "table".';
+    END IF;
+    IF NOT sink_options ? 'table' THEN
+        sink_options := jsonb_build_object('table', 'statesman.delivered');
+    END IF;
+    target := statesman._sink_table(sink_options);
+    rel := to_regclass(target);
+    IF rel IS NULL THEN
+        EXECUTE format('CREATE TABLE %s (
+                            message_id      text PRIMARY KEY,
+                            global_position bigint NOT NULL,
+                            message         jsonb NOT NULL,
+                            published_at    timestamptz NOT NULL DEFAULT pg_catalog.now())', target);
+    ELSIF NOT EXISTS (
+        SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+        WHERE i.indrelid = rel AND i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL
+          AND a.attname = 'message_id')
+       OR (SELECT count(*) FROM pg_attribute a
+           WHERE a.attrelid = rel AND NOT a.attisdropped
+             AND a.attname IN ('message_id', 'global_position', 'message')) <> 3 THEN
+        RAISE EXCEPTION 'table % cannot take deliveries', target
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = 'It needs columns message_id (unique), global_position and message.';
+    END IF;
+    RETURN sink_options;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_sink(text, jsonb) IS
+    'validates a sink and its options; prepares the table sink''s target';
+
+CREATE FUNCTION statesman._check_sink_options(sink text, sink_options jsonb) RETURNS jsonb
+    LANGUAGE c STABLE STRICT
+    AS 'MODULE_PATHNAME', 'statesman_check_sink_options';
+COMMENT ON FUNCTION statesman._check_sink_options(text, jsonb) IS
+    'validates the options of a sink outside this database; fills in defaults';
+
+CREATE FUNCTION statesman._check_sink_timeout(sink_options jsonb, lease_ttl interval) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    IF jsonb_typeof(sink_options->'timeout_ms') = 'number'
+       AND (sink_options->>'timeout_ms')::numeric * interval '1 millisecond' >= lease_ttl THEN
+        RAISE EXCEPTION 'sink option "timeout_ms" (% ms) must be shorter than lease_ttl (%)',
+            sink_options->>'timeout_ms', lease_ttl
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A sink call that outlasts the lease would let a second dispatcher publish at the same time.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_sink_timeout(jsonb, interval) IS
+    'checks that a sink''s timeout_ms is shorter than the outbox''s lease_ttl';
+
+CREATE OR REPLACE FUNCTION statesman.create_outbox(
+    outbox_id text, sink text DEFAULT 'table', sink_options jsonb DEFAULT '{}', root text DEFAULT NULL,
+    batch_size integer DEFAULT 1000, poll_interval interval DEFAULT '1 second',
+    require_lease boolean DEFAULT true, lease_ttl interval DEFAULT '30 seconds',
+    lease_renew_interval interval DEFAULT NULL, min_retry_delay interval DEFAULT '200 milliseconds',
+    max_retry_delay interval DEFAULT '15 seconds', skip_poison_after_attempts integer DEFAULT NULL,
+    fingerprint text DEFAULT NULL, payload_content_type text DEFAULT NULL, enabled boolean DEFAULT true)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+BEGIN
+    PERFORM statesman._check_id(create_outbox.outbox_id, 'outbox_id');
+    o := ROW(create_outbox.outbox_id, create_outbox.sink, NULL, lower(create_outbox.root),
+             create_outbox.batch_size, create_outbox.poll_interval, create_outbox.require_lease,
+             create_outbox.lease_ttl, create_outbox.lease_renew_interval, create_outbox.min_retry_delay,
+             create_outbox.max_retry_delay, create_outbox.skip_poison_after_attempts,
+             NULLIF(create_outbox.fingerprint, ''), NULLIF(create_outbox.payload_content_type, ''),
+             create_outbox.enabled,
+             now(), now())::statesman.outboxes;
+    PERFORM statesman._check_outbox(o);
+    IF EXISTS (SELECT FROM statesman.outboxes x WHERE x.outbox_id = create_outbox.outbox_id) THEN
+        RAISE EXCEPTION 'outbox "%" already exists', create_outbox.outbox_id
+            USING ERRCODE = 'unique_violation', HINT = 'Use statesman.alter_outbox() to change it.';
+    END IF;
+    o.sink_options := statesman._check_sink(create_outbox.sink, create_outbox.sink_options);
+    PERFORM statesman._check_sink_timeout(o.sink_options, o.lease_ttl);
+    BEGIN
+        INSERT INTO statesman.outboxes SELECT o.*;
+    EXCEPTION WHEN unique_violation THEN
+        RAISE EXCEPTION 'outbox "%" already exists', create_outbox.outbox_id
+            USING ERRCODE = 'unique_violation', HINT = 'Use statesman.alter_outbox() to change it.';
+    END;
+    INSERT INTO statesman.outbox_state (outbox_id) VALUES (o.outbox_id);
+    INSERT INTO statesman.leases (outbox_id) VALUES (o.outbox_id);
+END
+$$;
+COMMENT ON FUNCTION statesman.create_outbox(text, text, jsonb, text, integer, interval, boolean, interval,
+    interval, interval, interval, integer, text, text, boolean) IS
+    'registers an outbox: a sink that the worker delivers every feed record to';
+
+CREATE OR REPLACE FUNCTION statesman.alter_outbox(
+    outbox_id text, sink text DEFAULT NULL, sink_options jsonb DEFAULT NULL, root text DEFAULT NULL,
+    batch_size integer DEFAULT NULL, poll_interval interval DEFAULT NULL,
+    require_lease boolean DEFAULT NULL, lease_ttl interval DEFAULT NULL,
+    lease_renew_interval interval DEFAULT NULL, min_retry_delay interval DEFAULT NULL,
+    max_retry_delay interval DEFAULT NULL, skip_poison_after_attempts integer DEFAULT NULL,
+    fingerprint text DEFAULT NULL, payload_content_type text DEFAULT NULL, enabled boolean DEFAULT NULL)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes := statesman._outbox_for_update(alter_outbox.outbox_id);
+BEGIN
+    o.root := CASE WHEN alter_outbox.root = '' THEN NULL ELSE COALESCE(lower(alter_outbox.root), o.root) END;
+    o.batch_size := COALESCE(alter_outbox.batch_size, o.batch_size);
+    o.poll_interval := COALESCE(alter_outbox.poll_interval, o.poll_interval);
+    o.require_lease := COALESCE(alter_outbox.require_lease, o.require_lease);
+    o.lease_ttl := COALESCE(alter_outbox.lease_ttl, o.lease_ttl);
+    o.lease_renew_interval := CASE WHEN alter_outbox.lease_renew_interval = interval '0' THEN NULL
+                                   ELSE COALESCE(alter_outbox.lease_renew_interval, o.lease_renew_interval) END;
+    o.min_retry_delay := COALESCE(alter_outbox.min_retry_delay, o.min_retry_delay);
+    o.max_retry_delay := COALESCE(alter_outbox.max_retry_delay, o.max_retry_delay);
+    o.skip_poison_after_attempts := CASE WHEN alter_outbox.skip_poison_after_attempts = 0 THEN NULL
+        ELSE COALESCE(alter_outbox.skip_poison_after_attempts, o.skip_poison_after_attempts) END;
+    o.fingerprint := CASE WHEN alter_outbox.fingerprint = '' THEN NULL
+                          ELSE COALESCE(alter_outbox.fingerprint, o.fingerprint) END;
+    o.payload_content_type := CASE WHEN alter_outbox.payload_content_type = '' THEN NULL
+                                   ELSE COALESCE(alter_outbox.payload_content_type, o.payload_content_type) END;
+    o.enabled := COALESCE(alter_outbox.enabled, o.enabled);
+    PERFORM statesman._check_outbox(o);
+    IF alter_outbox.sink IS NOT NULL OR alter_outbox.sink_options IS NOT NULL THEN
+        -- New options, or the current ones when only the sink is named again; a different
+        -- sink without options starts from its defaults.
+        o.sink_options := statesman._check_sink(COALESCE(alter_outbox.sink, o.sink),
+            COALESCE(alter_outbox.sink_options,
+                     CASE WHEN COALESCE(alter_outbox.sink, o.sink) = o.sink THEN o.sink_options
+                          ELSE '{}'::jsonb END));
+        o.sink := COALESCE(alter_outbox.sink, o.sink);
+    END IF;
+    PERFORM statesman._check_sink_timeout(o.sink_options, o.lease_ttl);
+    UPDATE statesman.outboxes x
+    SET sink = o.sink, sink_options = o.sink_options, root = o.root, batch_size = o.batch_size,
+        poll_interval = o.poll_interval, require_lease = o.require_lease, lease_ttl = o.lease_ttl,
+        lease_renew_interval = o.lease_renew_interval, min_retry_delay = o.min_retry_delay,
+        max_retry_delay = o.max_retry_delay, skip_poison_after_attempts = o.skip_poison_after_attempts,
+        fingerprint = o.fingerprint, payload_content_type = o.payload_content_type,
+        enabled = o.enabled, updated_at = now()
+    WHERE x.outbox_id = o.outbox_id;
+END
+$$;
+COMMENT ON FUNCTION statesman.alter_outbox(text, text, jsonb, text, integer, interval, boolean, interval,
+    interval, interval, interval, integer, text, text, boolean) IS
+    'changes an outbox''s settings (NULL: unchanged); a running dispatcher picks them up within one poll interval';
+
+CREATE TYPE statesman._page AS (
+    status        text,      -- 'ready', 'empty', 'paused' or 'gone'
+    after         bigint,    -- the cursor before the page (0 when it has none)
+    last_position bigint,    -- the cursor after the page
+    read          bigint,    -- feed records in the page
+    matching      bigint,    -- of them, the records the outbox publishes (its root)
+    full_page     boolean    -- the page had batch_size records: more may follow at once
+);
+
+CREATE FUNCTION statesman._open_page(outbox_id text) RETURNS statesman._page
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    p statesman._page;
+BEGIN
+    o := statesman._page_outbox(_open_page.outbox_id);
+    IF o.outbox_id IS NULL THEN
+        p.status := 'gone'; RETURN p;
+    ELSIF NOT o.enabled THEN
+        p.status := 'paused'; RETURN p;
+    END IF;
+    p.after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+    SELECT count(*), max(x.global_position), count(*) FILTER (WHERE o.root IS NULL OR x.root = o.root)
+    INTO p.read, p.last_position, p.matching
+    FROM (SELECT h.global_position, h.root FROM statesman.history h
+          WHERE h.global_position > p.after ORDER BY h.global_position LIMIT o.batch_size) x;
+    IF p.read = 0 THEN
+        p.status := 'empty'; p.last_position := NULLIF(p.after, 0); RETURN p;
+    END IF;
+    p.status := 'ready';
+    p.full_page := p.read >= o.batch_size;
+    RETURN p;
+END
+$$;
+COMMENT ON FUNCTION statesman._open_page(text) IS
+    'the bounds of the next page for a sink outside this database, under the page lock';
+
+CREATE FUNCTION statesman._page_messages(outbox_id text, after bigint, last_position bigint)
+    RETURNS TABLE (global_position bigint, message_id text, message text)
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT h.global_position, v.store || '/' || h.address || '#' || h.revision,
+           statesman._message_text(v.store, v.epoch, h.address, h.root, h.path, h.partition, h.revision,
+               h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+               h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
+               COALESCE(h.content_type, o.payload_content_type, r.content_type),
+               h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error)
+    FROM statesman.outboxes o
+         CROSS JOIN (SELECT COALESCE(s.store_name, current_database()) AS store, s.epoch FROM statesman.store s) v
+         JOIN statesman.history h
+           ON h.global_position > _page_messages.after AND h.global_position <= _page_messages.last_position
+         LEFT JOIN statesman.roots r ON r.root = h.root
+    WHERE o.outbox_id = _page_messages.outbox_id AND (o.root IS NULL OR h.root = o.root)
+    ORDER BY h.global_position
+$$;
+COMMENT ON FUNCTION statesman._page_messages(text, bigint, bigint) IS
+    'the messages of a page that _open_page bounded, in feed order';
+
+CREATE FUNCTION statesman._finish_page(outbox_id text, last_position bigint, published bigint, deduplicated bigint)
+    RETURNS void
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT statesman._move_cursor(_finish_page.outbox_id, _finish_page.last_position);
+    UPDATE statesman.outbox_state s
+    SET attempts = 0, published_total = s.published_total + _finish_page.published,
+        deduplicated_total = s.deduplicated_total + _finish_page.deduplicated,
+        last_published_at = CASE WHEN _finish_page.published > 0 THEN clock_timestamp() ELSE s.last_published_at END
+    WHERE s.outbox_id = _finish_page.outbox_id;
+$$;
+COMMENT ON FUNCTION statesman._finish_page(text, bigint, bigint, bigint) IS
+    'moves the cursor past a page the sink accepted and counts it';
+
+CREATE FUNCTION statesman._requeued_messages(outbox_id text)
+    RETURNS TABLE (global_position bigint, message_id text, message text)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+BEGIN
+    o := statesman._page_outbox(_requeued_messages.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+        SELECT d.global_position, d.message_id, d.message::text FROM statesman.dead_letters d
+        WHERE d.outbox_id = o.outbox_id AND d.requeued_at IS NOT NULL
+        ORDER BY d.global_position LIMIT o.batch_size;
+END
+$$;
+COMMENT ON FUNCTION statesman._requeued_messages(text) IS
+    'requeued dead letters of an outbox, at most one page, for a sink outside this database';
+
+CREATE FUNCTION statesman._requeued_outcome(outbox_id text, positions bigint[], accepted boolean,
+                                            published bigint, deduplicated bigint, error text)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    IF accepted THEN
+        DELETE FROM statesman.dead_letters d
+        WHERE d.outbox_id = _requeued_outcome.outbox_id AND d.global_position = ANY (_requeued_outcome.positions);
+        UPDATE statesman.outbox_state s
+        SET published_total = s.published_total + _requeued_outcome.published,
+            deduplicated_total = s.deduplicated_total + _requeued_outcome.deduplicated,
+            last_published_at = CASE WHEN _requeued_outcome.published > 0 THEN clock_timestamp()
+                                     ELSE s.last_published_at END
+        WHERE s.outbox_id = _requeued_outcome.outbox_id;
+    ELSE
+        UPDATE statesman.dead_letters d
+        SET requeued_at = NULL, attempts = d.attempts + 1, last_error = left(_requeued_outcome.error, 2000)
+        WHERE d.outbox_id = _requeued_outcome.outbox_id AND d.global_position = ANY (_requeued_outcome.positions);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._requeued_outcome(text, bigint[], boolean, bigint, bigint, text) IS
+    'removes requeued dead letters the sink accepted, or parks them again when it refused them';
+
+REVOKE ALL ON FUNCTION statesman._check_sink_options(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._check_sink_timeout(jsonb, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._open_page(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._page_messages(text, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._finish_page(text, bigint, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._requeued_messages(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._requeued_outcome(text, bigint[], boolean, bigint, bigint, text) FROM PUBLIC;

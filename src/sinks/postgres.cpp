@@ -1,0 +1,623 @@
+// The `postgres` sink (a remote PostgreSQL, libpq): see SPEC §6 and docs/sinks.md.
+//
+// A page is one remote transaction, sent in one round trip with libpq's pipeline mode: BEGIN,
+// prepared multi-row `INSERT … VALUES … ON CONFLICT (message_id) DO NOTHING`, COMMIT, Sync. The
+// page is cut into chunks whose sizes are powers of two up to 256 rows, so a connection prepares
+// at most nine statements whatever the page sizes. Measured on 1,000-message
+// pages this beat one INSERT … SELECT FROM unnest() of array parameters (text or binary), COPY
+// into a temporary table followed by INSERT … SELECT, and one unprepared VALUES list
+// (docs/sinks.md has the figures).
+//
+// All I/O is non-blocking and waits through WaitSocket, inside the Budget (and the sink's own
+// timeout_ms), so a hung server, a SIGTERM or the postmaster's death never holds the dispatcher.
+// Any error or timeout drops the connection: the next Publish reconnects, and a page whose
+// COMMIT went unanswered is sent again, where the remote table deduplicates it.
+//
+// The conninfo's password never leaves this file: messages name the target by host, port and
+// database only, and libpq's and the server's texts are redacted.
+//
+// Not thread-safe: one PostgresSink is used by one thread at a time (its dispatcher's).
+#include <libpq-fe.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "statesman/error.hpp"
+#include "statesman/sink/io.hpp"
+
+namespace statesman::sink {
+namespace {
+
+constexpr const char *kSinkName = "postgres";
+constexpr const char *kDefaultTable = "statesman.delivered";
+constexpr int kMaxChunkLog2 = 8;  // chunks of 1, 2, 4, … 256 rows
+constexpr size_t kMaxIdentifierBytes = 63;  // NAMEDATALEN - 1: longer names would be truncated
+
+[[noreturn]] void Invalid(const std::string &message, std::string hint = {}) {
+  throw Error(sqlstate::kInvalidParameterValue, std::string("sink \"postgres\": ") + message, std::move(hint));
+}
+
+// ---- conninfo and its secrets -----------------------------------------------------------------
+
+using ConninfoOptions = std::unique_ptr<PQconninfoOption, void (*)(PQconninfoOption *)>;
+
+std::string PercentDecode(const std::string &s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); i++) {
+    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// Whether `word` is one of libpq's connection keywords.
+bool IsConninfoKeyword(const std::string &word) {
+  static const std::vector<std::string> keywords = [] {
+    std::vector<std::string> all;
+    ConninfoOptions options(PQconninfoParse("", nullptr), PQconninfoFree);  // every keyword, no value
+    for (const PQconninfoOption *o = options.get(); o && o->keyword; o++) all.emplace_back(o->keyword);
+    return all;
+  }();
+  return std::find(keywords.begin(), keywords.end(), word) != keywords.end();
+}
+
+// Every string that may be the password in `conninfo`, found by reading it the way libpq does but
+// without trusting it to be well formed (a malformed conninfo still must not leak through
+// libpq's message): the value after each `password =` (quoted, bare, each further bare word up to
+// the next `key=` or keyword, up to `&` in a URI query), a URI's `user:password@`, and their
+// %-decodings.
+std::vector<std::string> PasswordCandidates(const std::string &conninfo) {
+  std::vector<std::string> found;
+  auto add = [&found](const std::string &s) {
+    if (s.empty()) return;
+    found.push_back(s);
+    std::string decoded = PercentDecode(s);
+    if (decoded != s && !decoded.empty()) found.push_back(decoded);
+  };
+  auto space = [&conninfo](size_t i) { return std::isspace(static_cast<unsigned char>(conninfo[i])) != 0; };
+  const size_t n = conninfo.size();
+  for (size_t at = conninfo.find("password"); at != std::string::npos; at = conninfo.find("password", at + 1)) {
+    size_t p = at + 8;
+    while (p < n && space(p)) p++;
+    if (p >= n || conninfo[p] != '=') continue;
+    p++;
+    while (p < n && space(p)) p++;
+    if (p < n && conninfo[p] == '\'') {
+      std::string raw, value;
+      size_t q = p + 1;
+      for (; q < n && conninfo[q] != '\''; q++) {
+        if (conninfo[q] == '\\' && q + 1 < n) raw += conninfo[q++];
+        raw += conninfo[q];
+        value += conninfo[q];
+      }
+      add(raw);
+      add(value);
+      continue;
+    }
+    size_t end = p;
+    while (end < n && !space(end)) end++;
+    add(conninfo.substr(p, end - p));
+    size_t amp = conninfo.find('&', p);
+    if (amp < end) add(conninfo.substr(p, amp - p));
+    // `password=two words` is malformed, and libpq's message would quote the second word.
+    for (size_t w = end; w < n;) {
+      while (w < n && space(w)) w++;
+      size_t e = w;
+      while (e < n && !space(e) && conninfo[e] != '=') e++;
+      if (w == e || (e < n && conninfo[e] == '=') || IsConninfoKeyword(conninfo.substr(w, e - w))) break;
+      add(conninfo.substr(w, e - w));
+      w = e;
+    }
+  }
+  for (const char *scheme : {"postgresql://", "postgres://"}) {
+    const size_t len = std::strlen(scheme);
+    if (conninfo.compare(0, len, scheme) != 0) continue;
+    size_t end = conninfo.find_first_of("@/", len);  // libpq looks for '@' before the first '/'
+    if (end == std::string::npos || conninfo[end] != '@') continue;
+    size_t colon = conninfo.find(':', len);
+    if (colon < end) add(conninfo.substr(colon + 1, end - colon - 1));
+  }
+  return found;
+}
+
+// Redacts every secret in `text`, longest first (so no part of a longer one survives).
+std::string RedactAll(std::string text, std::vector<std::string> secrets) {
+  std::sort(secrets.begin(), secrets.end(),
+            [](const std::string &a, const std::string &b) { return a.size() > b.size(); });
+  for (const std::string &s : secrets) text = Redact(std::move(text), s);
+  return text;
+}
+
+// libpq's and the server's messages end in newlines and may span lines ("\n\tIs the server
+// running…", DETAIL, HINT): one line, single-spaced, reads better in last_error and the log.
+std::string OneLine(const char *text) {
+  std::string out;
+  bool pending_space = false;
+  for (const char *p = text ? text : ""; *p; p++) {
+    if (*p == '\n' || *p == '\r' || *p == '\t') {
+      pending_space = true;
+      continue;
+    }
+    if (pending_space && !out.empty() && out.back() != ' ') out += ' ';
+    pending_space = false;
+    out += *p;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+// Parses `conninfo` as libpq would; throws Error 22023 with libpq's message, redacted.
+ConninfoOptions ParseConninfo(const std::string &conninfo) {
+  char *message = nullptr;
+  ConninfoOptions options(PQconninfoParse(conninfo.c_str(), &message), PQconninfoFree);
+  if (!options) {
+    std::string why = message ? OneLine(message) : "out of memory";
+    PQfreemem(message);
+    Invalid("option \"conninfo\" is not a valid connection string: " + RedactAll(why, PasswordCandidates(conninfo)),
+            "Use libpq's keyword/value form (\"host=… port=… dbname=… user=…\") or a postgresql:// URI.");
+  }
+  return options;
+}
+
+std::optional<std::string> ConninfoValue(const PQconninfoOption *options, const char *keyword) {
+  for (const PQconninfoOption *o = options; o->keyword; o++)
+    if (std::strcmp(o->keyword, keyword) == 0 && o->val && *o->val) return std::string(o->val);
+  return std::nullopt;
+}
+
+// ---- the target table -------------------------------------------------------------------------
+
+struct TableName {
+  std::string schema, table;  // as PostgreSQL names them (unquoted, case folded)
+};
+
+// One identifier of `text` from `at`: "quoted" (with "" for a quote) or bare (letters, digits,
+// _ and $, not starting with a digit or $; folded to lower case, as PostgreSQL does for ASCII).
+std::optional<std::string> ParseIdentifier(const std::string &text, size_t &at) {
+  std::string name;
+  if (at < text.size() && text[at] == '"') {
+    for (at++; at < text.size(); at++) {
+      if (text[at] == '"') {
+        if (at + 1 < text.size() && text[at + 1] == '"') {
+          name += '"';
+          at++;
+          continue;
+        }
+        at++;
+        if (name.empty()) return std::nullopt;
+        return name;
+      }
+      if (text[at] == '\0') return std::nullopt;
+      name += text[at];
+    }
+    return std::nullopt;  // unterminated
+  }
+  auto bare = [](char c, bool first) {
+    unsigned char u = static_cast<unsigned char>(c);
+    return std::isalpha(u) || c == '_' || u >= 0x80 || (!first && (std::isdigit(u) || c == '$'));
+  };
+  for (; at < text.size() && bare(text[at], name.empty()); at++)
+    name += static_cast<char>(std::tolower(static_cast<unsigned char>(text[at])));
+  if (name.empty()) return std::nullopt;
+  return name;
+}
+
+// `schema.table`, each part quoted or bare, spaces allowed around them (as parse_ident(), which
+// the table sink uses); nullopt unless it is exactly that.
+std::optional<TableName> ParseTableName(const std::string &text) {
+  size_t at = 0;
+  auto skip_spaces = [&]() {
+    while (at < text.size() && std::isspace(static_cast<unsigned char>(text[at]))) at++;
+  };
+  skip_spaces();
+  auto schema = ParseIdentifier(text, at);
+  skip_spaces();
+  if (!schema || at >= text.size() || text[at] != '.') return std::nullopt;
+  at++;
+  skip_spaces();
+  auto table = ParseIdentifier(text, at);
+  skip_spaces();
+  if (!table || at != text.size()) return std::nullopt;
+  return TableName{*schema, *table};
+}
+
+std::string QuoteIdentifier(const std::string &name) {
+  std::string out = "\"";
+  for (char c : name) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+TableName CheckedTableName(const std::string &text) {
+  auto name = ParseTableName(text);
+  if (!name)
+    Invalid("option \"table\" must be a schema-qualified table name, e.g. \"statesman.delivered\"",
+            "Write schema.table; quote a part that needs it: \"My Schema\".\"my table\".");
+  if (name->schema.size() > kMaxIdentifierBytes || name->table.size() > kMaxIdentifierBytes)
+    Invalid("option \"table\": a name is longer than 63 bytes");
+  return *name;
+}
+
+// The remote table's state, one row: does the schema exist, the table's relkind (NULL when
+// absent), how many of the three columns it has, and whether message_id alone has a plain
+// unique index (ON CONFLICT (message_id) needs one). Operators are qualified: the remote
+// search_path may hold objects of other users.
+constexpr const char *kTableStateSql =
+    "SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname OPERATOR(pg_catalog.=) $1::pg_catalog.name), "
+    "c.relkind, "
+    "(SELECT pg_catalog.count(*) FROM pg_catalog.pg_attribute a "
+    "  WHERE a.attrelid OPERATOR(pg_catalog.=) c.oid AND a.attnum OPERATOR(pg_catalog.>) 0 "
+    "    AND NOT a.attisdropped "
+    "    AND a.attname OPERATOR(pg_catalog.=) ANY ('{message_id,global_position,message}'::pg_catalog.name[])), "
+    "EXISTS (SELECT FROM pg_catalog.pg_index i JOIN pg_catalog.pg_attribute a "
+    "          ON a.attrelid OPERATOR(pg_catalog.=) i.indrelid "
+    "         AND a.attnum OPERATOR(pg_catalog.=) i.indkey[0] "
+    "  WHERE i.indrelid OPERATOR(pg_catalog.=) c.oid AND i.indisunique AND i.indimmediate "
+    "    AND i.indnkeyatts OPERATOR(pg_catalog.=) 1 AND i.indpred IS NULL AND i.indexprs IS NULL "
+    "    AND a.attname OPERATOR(pg_catalog.=) 'message_id'::pg_catalog.name) "
+    "FROM (SELECT) AS one "
+    "LEFT JOIN (pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n "
+    "             ON n.oid OPERATOR(pg_catalog.=) c.relnamespace "
+    "            AND n.nspname OPERATOR(pg_catalog.=) $1::pg_catalog.name) "
+    "  ON c.relname OPERATOR(pg_catalog.=) $2::pg_catalog.name";
+
+// ---- options ----------------------------------------------------------------------------------
+
+std::string CheckOptions(const std::string &options_json) {
+  nlohmann::json o = ParseOptions(kSinkName, options_json, {"conninfo", "table", "timeout_ms"});
+  nlohmann::json out = nlohmann::json::object();
+  auto conninfo = StringOption(kSinkName, o, "conninfo");
+  if (!conninfo)
+    Invalid("option \"conninfo\" is required",
+            "Give a libpq connection string, e.g. \"host=db.example port=5432 dbname=app user=statesman\".");
+  ParseConninfo(*conninfo);
+  out["conninfo"] = *conninfo;
+  std::string table = StringOption(kSinkName, o, "table").value_or(kDefaultTable);
+  CheckedTableName(table);
+  out["table"] = table;
+  // Without timeout_ms, the dispatcher gives each call 5 s, or half the lease when that is less.
+  if (auto t = IntOption(kSinkName, o, "timeout_ms", 1, 3600000)) out["timeout_ms"] = *t;
+  return out.dump();
+}
+
+// ---- the sink ---------------------------------------------------------------------------------
+
+// How messages name the remote: never by user or password.
+std::string Where(const std::optional<std::string> &host, const std::optional<std::string> &port,
+                  const std::optional<std::string> &dbname) {
+  return "host=" + host.value_or("(default)") + " port=" + port.value_or("(default)") +
+         " dbname=" + dbname.value_or("(default)");
+}
+
+using Result = std::unique_ptr<PGresult, void (*)(PGresult *)>;
+
+void IgnoreNotice(void *, const char *) {}  // NOTICEs (e.g. "already exists, skipping") are noise
+
+class PostgresSink : public Sink {
+ public:
+  explicit PostgresSink(const std::string &options_json);
+  Outcome Publish(const std::vector<Message> &page, const Budget &budget) override;
+
+ private:
+  struct Failure {
+    std::string message;  // already "postgres sink: {target}: …" and redacted
+  };
+
+  [[noreturn]] void Fail(const std::string &what) const;
+  std::string LibpqError() const { return OneLine(PQerrorMessage(conn_.get())); }
+  void Drop();
+  void Describe();
+  bool Alive();
+  void Connect(const Budget &b);
+  void PrepareTable(const Budget &b);
+  int64_t WritePage(const std::vector<Message> &page, const Budget &b);
+
+  // Pipeline plumbing: send what is buffered; take the next result; take one command's result.
+  void Wait(bool read, bool write, const Budget &b, const char *doing);
+  void Flush(const Budget &b, const char *doing);
+  Result Next(const Budget &b, const char *doing);
+  Result Take(const Budget &b, ExecStatusType want, const char *doing);
+  void Sent(int ok, const char *doing) const {
+    if (!ok) Fail(std::string(doing) + ": " + LibpqError());
+  }
+
+  std::string conninfo_;
+  TableName name_;
+  std::string target_;  // "schema"."table", quoted
+  int64_t timeout_ms_ = kDefaultTimeoutMillis;
+  std::vector<std::string> secrets_;
+  std::string where_;  // host=… port=… dbname=…, for messages
+
+  std::unique_ptr<PGconn, void (*)(PGconn *)> conn_{nullptr, PQfinish};
+  bool table_ready_ = false;  // the table was created or checked on conn_
+  uint32_t prepared_ = 0;     // bit k: the statement for 2^k rows is prepared on conn_
+  Clock::time_point started_;
+};
+
+PostgresSink::PostgresSink(const std::string &options_json) {
+  nlohmann::json o = nlohmann::json::parse(options_json);
+  conninfo_ = o.at("conninfo").get<std::string>();
+  name_ = CheckedTableName(o.value("table", std::string(kDefaultTable)));
+  target_ = QuoteIdentifier(name_.schema) + "." + QuoteIdentifier(name_.table);
+  timeout_ms_ = o.value("timeout_ms", kDefaultTimeoutMillis);
+  secrets_ = PasswordCandidates(conninfo_);
+  ConninfoOptions parsed = ParseConninfo(conninfo_);
+  if (auto password = ConninfoValue(parsed.get(), "password")) secrets_.push_back(*password);
+  auto host = ConninfoValue(parsed.get(), "host");
+  if (!host) host = ConninfoValue(parsed.get(), "hostaddr");
+  where_ = Where(host, ConninfoValue(parsed.get(), "port"), ConninfoValue(parsed.get(), "dbname"));
+}
+
+void PostgresSink::Fail(const std::string &what) const {
+  throw Failure{"postgres sink: " + RedactAll(where_ + ": " + what, secrets_)};
+}
+
+// The host, port and database libpq is connecting to (defaults filled in), for messages.
+void PostgresSink::Describe() {
+  auto value = [](const char *v) { return v && *v ? std::optional<std::string>(v) : std::nullopt; };
+  where_ = Where(value(PQhost(conn_.get())), value(PQport(conn_.get())), value(PQdb(conn_.get())));
+}
+
+void PostgresSink::Drop() {
+  conn_.reset();  // PQfinish: on a non-blocking connection it never waits
+  table_ready_ = false;
+  prepared_ = 0;
+}
+
+// False when the idle connection is known to be gone (the server restarted, or ended the
+// session): then a page can be sent on a new one instead of failing once on the old one.
+bool PostgresSink::Alive() {
+  for (int i = 0; i < 2; i++)  // the second read sees an EOF that followed the server's last message
+    if (PQstatus(conn_.get()) != CONNECTION_OK || !PQconsumeInput(conn_.get())) return false;
+  return PQstatus(conn_.get()) == CONNECTION_OK && PQpipelineStatus(conn_.get()) == PQ_PIPELINE_ON;
+}
+
+void PostgresSink::Wait(bool read, bool write, const Budget &b, const char *doing) {
+  int fd = PQsocket(conn_.get());
+  if (fd < 0) Fail(std::string(doing) + ": the connection has no socket");
+  switch (WaitSocket(fd, read, write, b)) {
+    case WaitResult::kReady:
+      return;
+    case WaitResult::kTimedOut: {
+      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_).count();
+      Fail("timed out after " + std::to_string(ms) + " ms while " + doing);
+    }
+    case WaitResult::kCancelled:
+      Fail(std::string("cancelled while ") + doing);
+    case WaitResult::kFailed:
+      Fail(std::string(doing) + ": " + std::strerror(errno));
+  }
+}
+
+void PostgresSink::Connect(const Budget &b) {
+  Drop();
+  // fallback_application_name: 'statesman' unless the conninfo names one.
+  const char *keywords[] = {"fallback_application_name", "dbname", nullptr};
+  const char *values[] = {"statesman", conninfo_.c_str(), nullptr};
+  conn_.reset(PQconnectStartParams(keywords, values, 1));
+  if (!conn_) Fail("could not connect: out of memory");
+  if (PQstatus(conn_.get()) == CONNECTION_BAD) Fail("could not connect: " + LibpqError());
+  Describe();
+  PQsetNoticeProcessor(conn_.get(), IgnoreNotice, nullptr);
+  // libpq's loop: start as if PQconnectPoll had asked to write.
+  for (PostgresPollingStatusType st = PGRES_POLLING_WRITING; st != PGRES_POLLING_OK;
+       st = PQconnectPoll(conn_.get())) {
+    if (st == PGRES_POLLING_FAILED) Fail("could not connect: " + LibpqError());
+    Wait(st == PGRES_POLLING_READING, st == PGRES_POLLING_WRITING, b, "connecting");
+  }
+  Describe();
+  if (const char *password = PQpass(conn_.get()); password && *password &&
+      std::find(secrets_.begin(), secrets_.end(), password) == secrets_.end())
+    secrets_.push_back(password);  // e.g. from a password file
+  if (PQsetnonblocking(conn_.get(), 1) != 0 || !PQenterPipelineMode(conn_.get()))
+    Fail("could not set up the connection: " + LibpqError());
+}
+
+void PostgresSink::Flush(const Budget &b, const char *doing) {
+  for (;;) {
+    int rc = PQflush(conn_.get());
+    if (rc == 0) return;
+    if (rc < 0) Fail(std::string(doing) + ": " + LibpqError());
+    // The server may be waiting for us to read before it reads more (libpq's advice).
+    Wait(true, true, b, doing);
+    if (!PQconsumeInput(conn_.get())) Fail(std::string(doing) + ": " + LibpqError());
+  }
+}
+
+Result PostgresSink::Next(const Budget &b, const char *doing) {
+  for (;;) {
+    if (!PQconsumeInput(conn_.get())) Fail(std::string(doing) + ": " + LibpqError());
+    if (!PQisBusy(conn_.get())) return Result(PQgetResult(conn_.get()), PQclear);
+    Wait(true, false, b, doing);
+  }
+}
+
+// The server's error as one line: "ERROR: message DETAIL: … HINT: … (SQLSTATE xxxxx)", without
+// the statement excerpt that PQresultErrorMessage adds. libpq's own errors have no fields.
+std::string ServerError(const PGresult *r) {
+  const char *primary = PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY);
+  if (!primary) return OneLine(PQresultErrorMessage(r));
+  const char *severity = PQresultErrorField(r, PG_DIAG_SEVERITY);
+  std::string out = std::string(severity ? severity : "ERROR") + ": " + primary;
+  if (const char *detail = PQresultErrorField(r, PG_DIAG_MESSAGE_DETAIL)) out += std::string(" DETAIL: ") + detail;
+  if (const char *hint = PQresultErrorField(r, PG_DIAG_MESSAGE_HINT)) out += std::string(" HINT: ") + hint;
+  if (const char *sqlstate = PQresultErrorField(r, PG_DIAG_SQLSTATE))
+    out += std::string(" (SQLSTATE ") + sqlstate + ")";
+  return OneLine(out.c_str());
+}
+
+Result PostgresSink::Take(const Budget &b, ExecStatusType want, const char *doing) {
+  Result r = Next(b, doing);
+  if (!r) Fail(std::string(doing) + ": " + LibpqError());
+  ExecStatusType status = PQresultStatus(r.get());
+  if (status != want) {
+    if (status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR)
+      Fail(std::string(doing) + ": " + ServerError(r.get()));
+    Fail(std::string(doing) + ": unexpected " + PQresStatus(status));
+  }
+  // In pipeline mode each command's results end with a NULL; a Sync's result has none.
+  if (want != PGRES_PIPELINE_SYNC && Next(b, doing)) Fail(std::string(doing) + ": more results than expected");
+  return r;
+}
+
+// Creates the schema and the table when absent and checks the table can take deliveries. Only
+// what is missing is created: CREATE … IF NOT EXISTS would need the CREATE privilege even when
+// the table is there.
+void PostgresSink::PrepareTable(const Budget &b) {
+  const char *doing = "checking the remote table";
+  const char *params[2] = {name_.schema.c_str(), name_.table.c_str()};
+  auto state = [&]() {
+    Sent(PQsendQueryParams(conn_.get(), kTableStateSql, 2, nullptr, params, nullptr, nullptr, 0), doing);
+    Sent(PQpipelineSync(conn_.get()), doing);
+    Flush(b, doing);
+    Result r = Take(b, PGRES_TUPLES_OK, doing);
+    Take(b, PGRES_PIPELINE_SYNC, doing);
+    if (PQntuples(r.get()) != 1) Fail(std::string(doing) + ": unexpected answer");
+    return r;
+  };
+  Result r = state();
+  if (PQgetisnull(r.get(), 0, 1)) {
+    const char *creating = "creating the remote table";
+    int commands = 0;
+    if (std::strcmp(PQgetvalue(r.get(), 0, 0), "t") != 0) {
+      std::string sql = "CREATE SCHEMA IF NOT EXISTS " + QuoteIdentifier(name_.schema);
+      Sent(PQsendQueryParams(conn_.get(), sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0), creating);
+      commands++;
+    }
+    std::string sql = "CREATE TABLE IF NOT EXISTS " + target_ +
+                      " (message_id pg_catalog.text PRIMARY KEY,"
+                      " global_position pg_catalog.int8 NOT NULL,"
+                      " message pg_catalog.jsonb NOT NULL,"
+                      " published_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now())";
+    Sent(PQsendQueryParams(conn_.get(), sql.c_str(), 0, nullptr, nullptr, nullptr, nullptr, 0), creating);
+    commands++;
+    Sent(PQpipelineSync(conn_.get()), creating);  // one implicit transaction for both
+    Flush(b, creating);
+    for (int i = 0; i < commands; i++) Take(b, PGRES_COMMAND_OK, creating);
+    Take(b, PGRES_PIPELINE_SYNC, creating);
+    r = state();
+  }
+  std::string relkind = PQgetvalue(r.get(), 0, 1);
+  if (relkind != "r" && relkind != "p") Fail("relation " + target_ + " is not a table");
+  if (std::strcmp(PQgetvalue(r.get(), 0, 2), "3") != 0 || std::strcmp(PQgetvalue(r.get(), 0, 3), "t") != 0)
+    Fail("table " + target_ +
+         " cannot take deliveries: it needs columns message_id (with a unique index of its own), "
+         "global_position and message");
+  table_ready_ = true;
+}
+
+std::string InsertSql(const std::string &target, int rows) {
+  std::string sql = "INSERT INTO " + target + " (message_id, global_position, message) VALUES ";
+  for (int i = 0; i < rows; i++) {
+    std::string n = std::to_string(3 * i + 1), p = std::to_string(3 * i + 2), m = std::to_string(3 * i + 3);
+    sql += (i ? ",($" : "($") + n + "::pg_catalog.text,$" + p + "::pg_catalog.int8,$" + m + "::pg_catalog.jsonb)";
+  }
+  return sql + " ON CONFLICT (message_id) DO NOTHING";
+}
+
+std::string StatementName(int log2) { return "statesman_sink_insert_" + std::to_string(1 << log2); }
+
+// One remote transaction in one round trip; returns how many rows it inserted. Anything short of
+// the COMMIT's answer throws: the page may or may not be there, and is sent again later.
+int64_t PostgresSink::WritePage(const std::vector<Message> &page, const Budget &b) {
+  const char *doing = "sending the page";
+  std::vector<int> chunks;  // log2 of each chunk's size, largest first
+  for (size_t left = page.size(); left > 0;) {
+    int k = kMaxChunkLog2;
+    while ((size_t{1} << k) > left) k--;
+    chunks.push_back(k);
+    left -= size_t{1} << k;
+  }
+  std::vector<std::string> positions;
+  positions.reserve(page.size());
+  std::vector<const char *> values;
+  values.reserve(3 * page.size());
+  for (const Message &m : page) {
+    positions.push_back(std::to_string(m.position));
+    values.push_back(m.id.c_str());
+    values.push_back(positions.back().c_str());
+    values.push_back(m.json.c_str());
+  }
+
+  PGconn *c = conn_.get();
+  uint32_t preparing = 0;
+  for (int k : chunks) {
+    if ((prepared_ | preparing) & (1u << k)) continue;
+    Sent(PQsendPrepare(c, StatementName(k).c_str(), InsertSql(target_, 1 << k).c_str(), 0, nullptr), doing);
+    preparing |= 1u << k;
+  }
+  Sent(PQsendQueryParams(c, "BEGIN", 0, nullptr, nullptr, nullptr, nullptr, 0), doing);
+  size_t at = 0;
+  for (int k : chunks) {
+    const char *const *params = values.data() + 3 * at;
+    Sent(PQsendQueryPrepared(c, StatementName(k).c_str(), 3 << k, params, nullptr, nullptr, 0), doing);
+    at += size_t{1} << k;
+  }
+  Sent(PQsendQueryParams(c, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0), doing);
+  Sent(PQpipelineSync(c), doing);
+  Flush(b, doing);
+
+  // The server answers at the Sync, all at once: until the COMMIT's answer is in, whether the
+  // page is there is unknown.
+  const char *waiting = "waiting for the page's transaction";
+  for (int k = 0; k <= kMaxChunkLog2; k++)
+    if (preparing & (1u << k)) Take(b, PGRES_COMMAND_OK, waiting);
+  prepared_ |= preparing;
+  Take(b, PGRES_COMMAND_OK, waiting);  // BEGIN
+  int64_t inserted = 0;
+  for (size_t i = 0; i < chunks.size(); i++) {
+    Result r = Take(b, PGRES_COMMAND_OK, waiting);
+    inserted += std::strtoll(PQcmdTuples(r.get()), nullptr, 10);
+  }
+  Result commit = Take(b, PGRES_COMMAND_OK, waiting);
+  if (std::strcmp(PQcmdStatus(commit.get()), "COMMIT") != 0)
+    Fail(std::string("the page's transaction was not committed (") + PQcmdStatus(commit.get()) + ")");
+  Take(b, PGRES_PIPELINE_SYNC, waiting);
+  if (inserted < 0 || inserted > static_cast<int64_t>(page.size()))
+    Fail("the server reported " + std::to_string(inserted) + " rows inserted for a page of " +
+         std::to_string(page.size()));
+  return inserted;
+}
+
+Outcome PostgresSink::Publish(const std::vector<Message> &page, const Budget &budget) {
+  Outcome out;
+  if (page.empty()) {
+    out.ok = true;
+    return out;
+  }
+  started_ = Clock::now();
+  Budget b{std::min(budget.deadline, started_ + std::chrono::milliseconds(timeout_ms_)), budget.cancelled};
+  try {
+    if (conn_ && !Alive()) Drop();
+    if (!conn_) Connect(b);
+    if (!table_ready_) PrepareTable(b);
+    int64_t inserted = WritePage(page, b);
+    out.ok = true;
+    out.published = inserted;
+    out.deduplicated = static_cast<int64_t>(page.size()) - inserted;
+  } catch (const Failure &f) {
+    Drop();
+    out.error = f.message;
+  } catch (const std::exception &e) {
+    Drop();
+    out.error = "postgres sink: " + RedactAll(where_ + ": " + e.what(), secrets_);
+  }
+  return out;
+}
+
+std::unique_ptr<Sink> Open(const std::string &options_json) { return std::make_unique<PostgresSink>(options_json); }
+
+}  // namespace
+
+extern const SinkType kPostgresSink;
+const SinkType kPostgresSink = {"postgres", false, CheckOptions, Open};
+
+}  // namespace statesman::sink

@@ -1,0 +1,166 @@
+--
+-- sinks: the sinks this build knows, and the options of the sinks outside this
+-- database (redis, postgres; SPEC §6) as create_outbox and alter_outbox check
+-- them: defaults filled in, every rule an ERROR with SQLSTATE 22023 that names
+-- the option, nothing written, and no secret in any message or view.
+-- (Delivery to real servers is tested in test/t/006_redis_sink.pl and
+-- test/t/007_postgres_sink.pl.)
+--
+CREATE EXTENSION IF NOT EXISTS statesman;
+
+-- Everything an outbox call could write.
+CREATE FUNCTION public.sink_catalog() RETURNS text
+LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+  SELECT concat_ws(' | ',
+    (SELECT count(*) || ' outboxes ' || md5(coalesce(string_agg(
+              concat_ws(',', outbox_id, sink, sink_options, lease_ttl), ';' ORDER BY outbox_id), ''))
+       FROM statesman.outboxes),
+    (SELECT count(*) || ' states' FROM statesman.outbox_state),
+    (SELECT count(*) || ' leases' FROM statesman.leases))
+$$;
+
+-- "SQLSTATE: message (HINT: hint)", whether nothing was written, and whether
+-- the error's message, detail or hint holds the secret (its context quotes the
+-- caller's own statement, which does).
+CREATE FUNCTION public.sink_error(stmt text, secret text DEFAULT NULL,
+                                  OUT result text, OUT nothing_written boolean, OUT secret_shown boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+  before text := public.sink_catalog();
+  hint text; detail text;
+BEGIN
+  secret_shown := false;
+  BEGIN
+    EXECUTE stmt;
+    result := 'no error';
+  EXCEPTION WHEN OTHERS THEN
+    GET STACKED DIAGNOSTICS hint = PG_EXCEPTION_HINT, detail = PG_EXCEPTION_DETAIL;
+    result := SQLSTATE || ': ' || SQLERRM || CASE WHEN hint <> '' THEN ' HINT: ' || hint ELSE '' END;
+    secret_shown := secret IS NOT NULL AND
+                    strpos(concat_ws(' ', SQLERRM, hint, detail), secret) > 0;
+  END;
+  nothing_written := public.sink_catalog() IS NOT DISTINCT FROM before;
+END $$;
+
+SELECT statesman._known_sinks();
+
+--
+-- redis: every default, then each option's rule.
+--
+SELECT statesman.create_outbox('r-defaults', 'redis');
+SELECT sink, sink_options FROM statesman.outboxes WHERE outbox_id = 'r-defaults';
+SELECT statesman.create_outbox('r-all', 'redis',
+  '{"host": "cache.internal", "port": 6380, "db": 3, "password": "s3cr3t-r", "key_prefix": "shop",
+    "stream": "orders", "max_length": 100000, "timeout_ms": 2000}');
+SELECT sink_options FROM statesman.outboxes WHERE outbox_id = 'r-all';
+
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"hots": "x"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '[]')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '"redis://x"')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"host": ""}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"host": 1}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"port": "6379"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"port": 0}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"port": 65536}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"port": 6379.5}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"db": -1}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"key_prefix": ""}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"stream": ["a"]}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"max_length": 0}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"max_length": 99999999999999999999}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"timeout_ms": 0}')$$);
+-- A sink call must end before the lease could expire.
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"timeout_ms": 30000}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"timeout_ms": 5000}',
+                                    lease_ttl => '4 seconds', max_retry_delay => '1 second')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.alter_outbox('r-all', lease_ttl => '2 seconds', max_retry_delay => '1 second')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.alter_outbox('r-all', sink_options => '{"timeout_ms": 40000}')$$);
+-- A bad option next to a password: the password is in no part of the error.
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"password": "hunter2-r", "port": -5}')$$,
+                                'hunter2-r');
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"password": 12345}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"password": ""}')$$);
+
+--
+-- postgres
+--
+SELECT statesman.create_outbox('p-defaults', 'postgres', '{"conninfo": "host=127.0.0.1 dbname=shop"}');
+SELECT sink_options FROM statesman.outboxes WHERE outbox_id = 'p-defaults';
+SELECT statesman.create_outbox('p-all', 'postgres',
+  '{"conninfo": "postgresql://shop:s3cr3t-p@db.internal:5433/shop", "table": "events.delivered", "timeout_ms": 1500}');
+SELECT sink_options->>'table' AS "table", sink_options->'timeout_ms' AS timeout_ms
+  FROM statesman.outboxes WHERE outbox_id = 'p-all';
+
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p', 'postgres')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p', 'postgres', '{"conninfo": ""}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p', 'postgres', '{"conninfo": 5}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p', 'postgres', '{"conninfo": "host=x", "tabel": "a.b"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p', 'postgres', '{"conninfo": "host=x", "table": "nodot"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p', 'postgres', '{"conninfo": "host=x", "table": "a.b.c"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p', 'postgres', '{"conninfo": "host=x", "timeout_ms": 31000}')$$);
+-- Malformed conninfo: libpq's complaint, without the password.
+SELECT (e).nothing_written, (e).secret_shown, (e).result LIKE '22023: %' AS is_22023
+  FROM (SELECT public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
+          '{"conninfo": "password=hunter2-p host=x bogus_keyword=1"}')$$, 'hunter2-p') e) x;
+SELECT (e).nothing_written, (e).secret_shown, (e).result LIKE '22023: %' AS is_22023
+  FROM (SELECT public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
+          '{"conninfo": "postgresql://u:hunter2-p@[::1"}')$$, 'hunter2-p') e) x;
+SELECT (e).nothing_written, (e).secret_shown, (e).result LIKE '22023: %' AS is_22023
+  FROM (SELECT public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
+          '{"conninfo": "password=''hunter2-p host=x"}')$$, 'hunter2-p') e) x;
+
+--
+-- Switching sinks: a new sink starts from its own defaults; back to `table`
+-- too.
+--
+SELECT statesman.create_outbox('switch');
+SELECT statesman.alter_outbox('switch', sink => 'redis');
+SELECT sink, sink_options FROM statesman.outboxes WHERE outbox_id = 'switch';
+SELECT * FROM public.sink_error($$SELECT statesman.alter_outbox('switch', sink => 'postgres')$$);
+SELECT statesman.alter_outbox('switch', sink => 'table');
+SELECT sink, sink_options FROM statesman.outboxes WHERE outbox_id = 'switch';
+
+--
+-- Secrets: the status view (granted to pg_monitor) shows no options, and a
+-- role without grants reads neither the table nor the options through any
+-- function.
+--
+SELECT count(*) AS rows, bool_or(s::text LIKE '%s3cr3t%') AS secret_shown
+  FROM statesman.outbox_status s;
+CREATE ROLE sinks_reader LOGIN IN ROLE pg_monitor;
+SET ROLE sinks_reader;
+SELECT count(*) AS rows_visible, bool_or(s::text LIKE '%s3cr3t%') AS secret_shown FROM statesman.outbox_status s;
+SELECT * FROM public.sink_error($$SELECT sink_options FROM statesman.outboxes$$);
+SELECT * FROM public.sink_error($$SELECT statesman._check_sink_options('redis', '{}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman._page_messages('r-all', 0, 10)$$);
+RESET ROLE;
+DROP ROLE sinks_reader;
+
+--
+-- What the redis and postgres sinks send: _message_text writes the message as
+-- JSON text directly; it must equal the jsonb message's text for every record
+-- the earlier tests left in this database, and for strings that need escaping.
+--
+SELECT count(*) > 0 AS some_records,
+       bool_and(statesman._message_text(v.store, v.epoch, h.address, h.root, h.path, h.partition, h.revision,
+                  h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                  h.source, h.fingerprint, h.content_type, h.serializer_id, h.payload, h.correlation_id,
+                  h.causation_id, h.metadata, h.error)
+                = statesman._message(v.store, v.epoch, h.address, h.root, h.path, h.partition, h.revision,
+                  h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                  h.source, h.fingerprint, h.content_type, h.serializer_id, h.payload, h.correlation_id,
+                  h.causation_id, h.metadata, h.error)::text) AS all_equal
+  FROM statesman.history h,
+       (SELECT COALESCE(store_name, current_database()) AS store, epoch FROM statesman.store) v;
+SELECT m = statesman._message('s', '00000000-0000-0000-0000-000000000001', E'a/"q"\\\t\x01\x1f é 😀', 'r', 'p', '',
+             9223372036854775807, 1, '2026-11-30 12:00:00.5+00', 'put', 'ok', E'v\nt', -2147483648,
+             E'src\r\b\f', NULL, NULL, 'ser', '\x00ff'::bytea, '', NULL,
+             '{"k": ["x\u0007", 1.50, {"z": null}]}', NULL)::text AS equal, m
+  FROM statesman._message_text('s', '00000000-0000-0000-0000-000000000001', E'a/"q"\\\t\x01\x1f é 😀', 'r', 'p', '',
+             9223372036854775807, 1, '2026-11-30 12:00:00.5+00', 'put', 'ok', E'v\nt', -2147483648,
+             E'src\r\b\f', NULL, NULL, 'ser', '\x00ff'::bytea, '', NULL,
+             '{"k": ["x\u0007", 1.50, {"z": null}]}', NULL) m;
+
+SELECT statesman.drop_outbox(o.outbox_id) FROM statesman.outboxes o ORDER BY o.outbox_id;
+DROP FUNCTION public.sink_error(text, text);
+DROP FUNCTION public.sink_catalog();
