@@ -1,7 +1,126 @@
--- statesman 0.2.0 → 0.3.0: the redis and postgres sinks behind one sink interface.
+-- statesman 0.2.0 → 0.3.0: the redis and postgres sinks behind one sink interface; a restored
+-- store keeps its row and insert order; read_feed in read-only transactions; stricter table
+-- sink targets.
 -- The sink names and the options of sinks outside this database come from the library
 -- (src/sinks/); pages for those sinks are read, published and finished in three steps.
 \echo Use "ALTER EXTENSION statesman UPDATE TO '0.3.0'" to load this file. \quit
+
+SELECT pg_catalog.pg_extension_config_dump('statesman.history_id_seq', '');
+
+CREATE FUNCTION statesman._store_restore() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    UPDATE statesman.store s
+    SET store_name = NEW.store_name, epoch = NEW.epoch, created_at = NEW.created_at
+    WHERE s.singleton;
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION statesman._store_restore() IS
+    'a restored store row replaces the one CREATE EXTENSION made';
+
+CREATE TRIGGER store_restore BEFORE INSERT ON statesman.store
+    FOR EACH ROW EXECUTE FUNCTION statesman._store_restore();
+
+CREATE OR REPLACE FUNCTION statesman.read_feed(
+    after bigint DEFAULT NULL, max_records integer DEFAULT 1000, root text DEFAULT NULL)
+    RETURNS TABLE (global_position bigint, message_id text, address text, revision bigint,
+                   message jsonb)
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    v_store text;
+    v_epoch uuid;
+    v_root  text := lower(read_feed.root);
+BEGIN
+    PERFORM statesman._require(read_feed.max_records, 'max_records');
+    IF read_feed.max_records < 1 THEN
+        RAISE EXCEPTION 'max_records must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF read_feed.after < 0 THEN
+        RAISE EXCEPTION 'after must not be negative' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF read_feed.root IS NOT NULL THEN
+        PERFORM statesman._check_name(read_feed.root, 'root');
+    END IF;
+
+    -- Sequence on demand, but only in a READ COMMITTED transaction of its own: inside
+    -- BEGIN … COMMIT the sequencer lock would be held until the caller commits and stall every
+    -- other reader. Not in a read-only transaction (a hot standby's, for one): it serves what
+    -- is sequenced.
+    IF NOT statesman._in_transaction_block()
+       AND current_setting('transaction_isolation') = 'read committed'
+       AND current_setting('transaction_read_only') = 'off' THEN
+        PERFORM statesman.sequence_feed(GREATEST(read_feed.max_records, 10000));
+    END IF;
+
+    SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch
+    FROM statesman.store s;
+
+    RETURN QUERY
+    SELECT h.global_position,
+           v_store || '/' || h.address || '#' || h.revision,
+           h.address,
+           h.revision,
+           statesman._message(
+               v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
+               h.global_position, h.occurred_at, h.operation, h.status, h.value_type,
+               h.schema_version, h.source, COALESCE(h.fingerprint, r.fingerprint),
+               COALESCE(h.content_type, r.content_type), h.serializer_id, h.payload,
+               h.correlation_id, h.causation_id, h.metadata, h.error)
+    FROM statesman.history h
+    LEFT JOIN statesman.roots r ON r.root = h.root
+    WHERE h.global_position > COALESCE(read_feed.after, 0)
+      AND (v_root IS NULL OR h.root = v_root)
+    ORDER BY h.global_position
+    LIMIT read_feed.max_records;
+END
+$$;
+COMMENT ON FUNCTION statesman.read_feed(bigint, integer, text) IS
+    'feed records after a position, in position order, as statesman.state-change/v1 messages';
+
+CREATE OR REPLACE FUNCTION statesman._sink_table(sink_options jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    parts text[];
+BEGIN
+    IF jsonb_typeof(sink_options->'table') IS DISTINCT FROM 'string' THEN
+        RAISE EXCEPTION 'sink option "table" must be a string naming schema.table'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    BEGIN
+        parts := parse_ident(sink_options->>'table');
+    EXCEPTION WHEN invalid_parameter_value THEN
+        parts := NULL;
+    END;
+    IF parts IS NULL OR cardinality(parts) <> 2 OR parts[1] = '' OR parts[2] = '' THEN
+        RAISE EXCEPTION 'sink option "table" must be a schema-qualified table name, e.g. "statesman.delivered"'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Got %s.', sink_options->'table');
+    END IF;
+    -- PostgreSQL would truncate a longer name: the option would not name the table it delivers to.
+    IF octet_length(parts[1]) > 63 OR octet_length(parts[2]) > 63 THEN
+        RAISE EXCEPTION 'sink option "table": schema and table names must be at most 63 bytes each'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A temporary table lives in one session: no dispatcher could ever see it.
+    IF parts[1] ~ '^pg_(temp|toast)' THEN
+        RAISE EXCEPTION 'sink option "table" must not name a temporary or TOAST schema (got "%")', parts[1]
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN format('%I.%I', parts[1], parts[2]);
+END
+$$;
+COMMENT ON FUNCTION statesman._sink_table(jsonb) IS
+    'the table sink''s target from its options, quoted and schema-qualified';
 
 CREATE FUNCTION statesman._message_text(
     store text, epoch uuid, address text, root text, path text, partition text, revision bigint,
@@ -67,10 +186,22 @@ BEGIN
           AND a.attname = 'message_id')
        OR (SELECT count(*) FROM pg_attribute a
            WHERE a.attrelid = rel AND NOT a.attisdropped
-             AND a.attname IN ('message_id', 'global_position', 'message')) <> 3 THEN
+             AND a.attname IN ('message_id', 'global_position', 'message')) <> 3
+       -- Columns the delivery's insert could not fill: the three of the wrong type, or any
+       -- other NOT NULL column without a default.
+       OR EXISTS (
+           SELECT FROM pg_attribute a
+           WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+             AND CASE a.attname
+                     WHEN 'message_id' THEN a.atttypid NOT IN ('text'::regtype, 'varchar'::regtype)
+                     WHEN 'global_position' THEN a.atttypid NOT IN ('bigint'::regtype, 'numeric'::regtype)
+                     WHEN 'message' THEN a.atttypid NOT IN ('jsonb'::regtype, 'json'::regtype, 'text'::regtype)
+                     ELSE a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''
+                 END) THEN
         RAISE EXCEPTION 'table % cannot take deliveries', target
             USING ERRCODE = 'invalid_table_definition',
-                  HINT = 'It needs columns message_id (unique), global_position and message.';
+                  HINT = 'It needs columns message_id (text, unique), global_position (bigint) and message '
+                         '(jsonb); any other NOT NULL column needs a default.';
     END IF;
     RETURN sink_options;
 END
@@ -208,7 +339,7 @@ CREATE TYPE statesman._page AS (
     full_page     boolean    -- the page had batch_size records: more may follow at once
 );
 
-CREATE FUNCTION statesman._open_page(outbox_id text) RETURNS statesman._page
+CREATE FUNCTION statesman._open_page(outbox_id text, after bigint DEFAULT NULL) RETURNS statesman._page
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
@@ -222,7 +353,8 @@ BEGIN
     ELSIF NOT o.enabled THEN
         p.status := 'paused'; RETURN p;
     END IF;
-    p.after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+    p.after := COALESCE(_open_page.after,
+                        (SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
     SELECT count(*), max(x.global_position), count(*) FILTER (WHERE o.root IS NULL OR x.root = o.root)
     INTO p.read, p.last_position, p.matching
     FROM (SELECT h.global_position, h.root FROM statesman.history h
@@ -235,7 +367,7 @@ BEGIN
     RETURN p;
 END
 $$;
-COMMENT ON FUNCTION statesman._open_page(text) IS
+COMMENT ON FUNCTION statesman._open_page(text, bigint) IS
     'the bounds of the next page for a sink outside this database, under the page lock';
 
 CREATE FUNCTION statesman._page_messages(outbox_id text, after bigint, last_position bigint)
@@ -322,9 +454,10 @@ $$;
 COMMENT ON FUNCTION statesman._requeued_outcome(text, bigint[], boolean, bigint, bigint, text) IS
     'removes requeued dead letters the sink accepted, or parks them again when it refused them';
 
+REVOKE ALL ON FUNCTION statesman._store_restore() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink_options(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink_timeout(jsonb, interval) FROM PUBLIC;
-REVOKE ALL ON FUNCTION statesman._open_page(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._open_page(text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._page_messages(text, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._finish_page(text, bigint, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._requeued_messages(text) FROM PUBLIC;

@@ -4,6 +4,22 @@
 
 \echo Use "CREATE EXTENSION statesman" to load this file. \quit
 
+-- Every function here finds statesman's objects by the schema's name, so the schema's owner
+-- could put its own objects in their place (rename the schema, create another). CREATE
+-- EXTENSION uses a schema `statesman` that already exists: refuse one that a role other than a
+-- superuser owns.
+DO $$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_namespace n JOIN pg_catalog.pg_roles r ON r.oid = n.nspowner
+               WHERE n.nspname = 'statesman' AND NOT r.rolsuper) THEN
+        RAISE EXCEPTION 'schema "statesman" already exists and belongs to role %, which is not a superuser',
+            (SELECT n.nspowner::pg_catalog.regrole FROM pg_catalog.pg_namespace n WHERE n.nspname = 'statesman')
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'Its owner could replace the objects that statesman''s functions look up by name. '
+                         'Drop the schema, or give it to a superuser, and create the extension again.';
+    END IF;
+END $$;
+
 -------------------------------------------------------------------------------
 -- Tables
 -------------------------------------------------------------------------------
@@ -16,6 +32,27 @@ CREATE TABLE statesman.store (
     created_at  timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 INSERT INTO statesman.store (singleton) VALUES (true);
+
+-- pg_restore runs CREATE EXTENSION (which inserts the row above) and then copies the dumped
+-- row in: that row replaces this one, so a restored store keeps its name and epoch.
+CREATE FUNCTION statesman._store_restore() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    UPDATE statesman.store s
+    SET store_name = NEW.store_name, epoch = NEW.epoch, created_at = NEW.created_at
+    WHERE s.singleton;
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION statesman._store_restore() IS
+    'a restored store row replaces the one CREATE EXTENSION made';
+CREATE TRIGGER store_restore BEFORE INSERT ON statesman.store
+    FOR EACH ROW EXECUTE FUNCTION statesman._store_restore();
 
 -- Root declarations: envelope defaults and retention (NULL limits: keep all).
 CREATE TABLE statesman.roots (
@@ -170,6 +207,8 @@ SELECT pg_catalog.pg_extension_config_dump('statesman.store', '');
 SELECT pg_catalog.pg_extension_config_dump('statesman.roots', '');
 SELECT pg_catalog.pg_extension_config_dump('statesman.history', '');
 SELECT pg_catalog.pg_extension_config_dump('statesman.feed_position_seq', '');
+-- The insert order that the sequencer follows: restored records keep theirs, new ones come after.
+SELECT pg_catalog.pg_extension_config_dump('statesman.history_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('statesman.cursors', '');
 SELECT pg_catalog.pg_extension_config_dump('statesman.applied', '');
 SELECT pg_catalog.pg_extension_config_dump('statesman.outboxes', '');
@@ -566,9 +605,11 @@ BEGIN
 
     -- Sequence on demand, but only in a READ COMMITTED transaction of its own: inside
     -- BEGIN … COMMIT the sequencer lock would be held until the caller commits and stall every
-    -- other reader.
+    -- other reader. Not in a read-only transaction (a hot standby's, for one): it serves what
+    -- is sequenced.
     IF NOT statesman._in_transaction_block()
-       AND current_setting('transaction_isolation') = 'read committed' THEN
+       AND current_setting('transaction_isolation') = 'read committed'
+       AND current_setting('transaction_read_only') = 'off' THEN
         PERFORM statesman.sequence_feed(GREATEST(read_feed.max_records, 10000));
     END IF;
 
@@ -708,6 +749,16 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value',
                   DETAIL = format('Got %s.', sink_options->'table');
     END IF;
+    -- PostgreSQL would truncate a longer name: the option would not name the table it delivers to.
+    IF octet_length(parts[1]) > 63 OR octet_length(parts[2]) > 63 THEN
+        RAISE EXCEPTION 'sink option "table": schema and table names must be at most 63 bytes each'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A temporary table lives in one session: no dispatcher could ever see it.
+    IF parts[1] ~ '^pg_(temp|toast)' THEN
+        RAISE EXCEPTION 'sink option "table" must not name a temporary or TOAST schema (got "%")', parts[1]
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     RETURN format('%I.%I', parts[1], parts[2]);
 END
 $$;
@@ -763,10 +814,22 @@ BEGIN
           AND a.attname = 'message_id')
        OR (SELECT count(*) FROM pg_attribute a
            WHERE a.attrelid = rel AND NOT a.attisdropped
-             AND a.attname IN ('message_id', 'global_position', 'message')) <> 3 THEN
+             AND a.attname IN ('message_id', 'global_position', 'message')) <> 3
+       -- Columns the delivery's insert could not fill: the three of the wrong type, or any
+       -- other NOT NULL column without a default.
+       OR EXISTS (
+           SELECT FROM pg_attribute a
+           WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+             AND CASE a.attname
+                     WHEN 'message_id' THEN a.atttypid NOT IN ('text'::regtype, 'varchar'::regtype)
+                     WHEN 'global_position' THEN a.atttypid NOT IN ('bigint'::regtype, 'numeric'::regtype)
+                     WHEN 'message' THEN a.atttypid NOT IN ('jsonb'::regtype, 'json'::regtype, 'text'::regtype)
+                     ELSE a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''
+                 END) THEN
         RAISE EXCEPTION 'table % cannot take deliveries', target
             USING ERRCODE = 'invalid_table_definition',
-                  HINT = 'It needs columns message_id (unique), global_position and message.';
+                  HINT = 'It needs columns message_id (text, unique), global_position (bigint) and message '
+                         '(jsonb); any other NOT NULL column needs a default.';
     END IF;
     RETURN sink_options;
 END
@@ -1434,7 +1497,9 @@ CREATE TYPE statesman._page AS (
     full_page     boolean    -- the page had batch_size records: more may follow at once
 );
 
-CREATE FUNCTION statesman._open_page(outbox_id text) RETURNS statesman._page
+-- `after` NULL: the page after the outbox's cursor; else the page after that position (the
+-- dispatcher reads the next page ahead while the sink works on the current one).
+CREATE FUNCTION statesman._open_page(outbox_id text, after bigint DEFAULT NULL) RETURNS statesman._page
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
@@ -1448,7 +1513,8 @@ BEGIN
     ELSIF NOT o.enabled THEN
         p.status := 'paused'; RETURN p;
     END IF;
-    p.after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+    p.after := COALESCE(_open_page.after,
+                        (SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
     SELECT count(*), max(x.global_position), count(*) FILTER (WHERE o.root IS NULL OR x.root = o.root)
     INTO p.read, p.last_position, p.matching
     FROM (SELECT h.global_position, h.root FROM statesman.history h
@@ -1461,7 +1527,7 @@ BEGIN
     RETURN p;
 END
 $$;
-COMMENT ON FUNCTION statesman._open_page(text) IS
+COMMENT ON FUNCTION statesman._open_page(text, bigint) IS
     'the bounds of the next page for a sink outside this database, under the page lock';
 
 CREATE FUNCTION statesman._page_messages(outbox_id text, after bigint, last_position bigint)
@@ -1871,6 +1937,7 @@ REVOKE ALL ON FUNCTION statesman.redeliver(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman.dispatch_once(text) FROM PUBLIC;
 
 -- The delivery internals act on outboxes, cursors and leases: never for PUBLIC.
+REVOKE ALL ON FUNCTION statesman._store_restore() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink_options(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink_timeout(jsonb, interval) FROM PUBLIC;
@@ -1886,7 +1953,7 @@ REVOKE ALL ON FUNCTION statesman._move_cursor(text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._deliver_table_page(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._park_page(text, text, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._redeliver_table_page(text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION statesman._open_page(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._open_page(text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._page_messages(text, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._finish_page(text, bigint, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._requeued_messages(text) FROM PUBLIC;

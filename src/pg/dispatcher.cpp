@@ -104,14 +104,25 @@ struct SinkCall {
   sink::Sink *sink = nullptr;
   std::function<int64()> deadline_ms;  // when the next call must have ended (NowMillis time)
 
-  sink::Outcome Publish(const std::vector<sink::Message> &page) const {
+  // The positions in a page are durable before it leaves: sequence_feed commits
+  // synchronously, and a commit is visible only after its WAL flush.
+  sink::Budget Budget() const {
     int64 left = deadline_ms() - NowMillis();
-    sink::Budget budget{sink::Clock::now() + std::chrono::milliseconds(std::max<int64>(left, 0)),
+    return sink::Budget{sink::Clock::now() + std::chrono::milliseconds(std::max<int64>(left, 0)),
                         [] { return StopRequested(); }};
-    // The positions in the page are durable already: sequence_feed commits synchronously, and
-    // a commit is visible only after its WAL flush.
-    return sink->Publish(page, budget);
   }
+  sink::Outcome Publish(const std::vector<sink::Message> &page) const { return sink->Publish(page, Budget()); }
+  void Start(const std::vector<sink::Message> &page) const { sink->Start(page, Budget()); }
+  sink::Outcome Finish() const { return sink->Finish(); }
+};
+
+// The next page, read while the sink works on the current one: its bounds and messages. Used
+// only when the next page turns out to have exactly these bounds (the cursor moved to `after`
+// and nothing else changed); records never change once they have a position.
+struct ReadAhead {
+  bool valid = false;
+  Value after, last;
+  std::vector<sink::Message> page;
 };
 
 // Rows of (global_position, message_id, message) as sink messages.
@@ -131,7 +142,7 @@ std::vector<sink::Message> ToMessages(std::vector<Row> rows) {
 // One page to a sink outside this database, in the shape of statesman._page_result (see
 // DeliverPage): the page is bounded and built under the page lock, published, and only then
 // the cursor moves, in the same transaction.
-Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call) {
+Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, ReadAhead &ahead) {
   std::vector<Row> head = Query(
       "SELECT p.status, p.after, p.last_position, p.read, p.matching, p.full_page FROM statesman._open_page($1) p",
       {outbox_id});
@@ -142,13 +153,40 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call) {
   result[1] = h[3];
   result[2] = h[2];
   result[7] = h[5];
-  if (h[0] != "ready") return result;
+  if (h[0] != "ready") {
+    ahead.valid = false;
+    return result;
+  }
   int64 published = 0, deduplicated = 0;
   if (ToInt(h[4]) > 0) {
-    sink::Outcome o = call.Publish(ToMessages(Query(
-        "SELECT m.global_position, m.message_id, m.message FROM statesman._page_messages($1, $2::bigint, $3::bigint) m",
-        {outbox_id, h[1], h[2]})));
+    std::vector<sink::Message> page;
+    if (ahead.valid && ahead.after == h[1] && ahead.last == h[2])
+      page = std::move(ahead.page);
+    else
+      page = ToMessages(Query(
+          "SELECT m.global_position, m.message_id, m.message FROM statesman._page_messages($1, $2::bigint, $3::bigint) m",
+          {outbox_id, h[1], h[2]}));
+    ahead.valid = false;
+    ahead.page.clear();
+    call.Start(page);
+    // A full page: more follows at once. Read it now, while the sink works.
+    if (h[5] == "t") {
+      std::vector<Row> next = Query(
+          "SELECT p.status, p.after, p.last_position, p.matching FROM statesman._open_page($1, $2::bigint) p",
+          {outbox_id, h[2]});
+      if (!next.empty() && next[0][0] == "ready" && ToInt(next[0][3]) > 0) {
+        ahead.page = ToMessages(Query(
+            "SELECT m.global_position, m.message_id, m.message FROM statesman._page_messages($1, $2::bigint, $3::bigint) m",
+            {outbox_id, next[0][1], next[0][2]}));
+        ahead.after = next[0][1];
+        ahead.last = next[0][2];
+        ahead.valid = true;
+      }
+    }
+    sink::Outcome o = call.Finish();
     if (!o.ok) {
+      ahead.valid = false;
+      ahead.page.clear();
       result[0] = "failed";
       result[2] = ToInt(h[1]) > 0 ? h[1] : Value();
       result[5] = QueryValue("SELECT statesman._note_failure($1, $2)", {outbox_id, o.error});
@@ -221,13 +259,14 @@ CycleOutcome RunCycle(const OutboxSettings &s, SinkHandle &handle, const std::fu
   CycleOutcome out;
   const sink::SinkType &type = handle.Use(s);
   SinkCall call{handle.Get(), deadline_ms};
+  ReadAhead ahead;
   auto redeliver = [&] {
     return type.in_database ? DeliverPage("statesman._redeliver_table_page", s.outbox_id)
                             : RedeliverExternalPage(s.outbox_id, call);
   };
   auto deliver = [&] {
     return type.in_database ? DeliverPage("statesman._deliver_table_page", s.outbox_id)
-                            : DeliverExternalPage(s.outbox_id, call);
+                            : DeliverExternalPage(s.outbox_id, call, ahead);
   };
 
   // Dead letters queued by statesman.redeliver().

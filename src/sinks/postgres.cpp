@@ -304,7 +304,14 @@ void IgnoreNotice(void *, const char *) {}  // NOTICEs (e.g. "already exists, sk
 class PostgresSink : public Sink {
  public:
   explicit PostgresSink(const std::string &options_json);
-  Outcome Publish(const std::vector<Message> &page, const Budget &budget) override;
+  Outcome Publish(const std::vector<Message> &page, const Budget &budget) override {
+    Start(page, budget);
+    return Finish();
+  }
+  // Start connects when needed and sends the page's pipeline (what the socket takes at once);
+  // Finish sends the rest and reads the answers.
+  void Start(const std::vector<Message> &page, const Budget &budget) override;
+  Outcome Finish() override;
 
  private:
   struct Failure {
@@ -318,7 +325,8 @@ class PostgresSink : public Sink {
   bool Alive();
   void Connect(const Budget &b);
   void PrepareTable(const Budget &b);
-  int64_t WritePage(const std::vector<Message> &page, const Budget &b);
+  void SendPage(const std::vector<Message> &page);
+  int64_t ReceivePage(const Budget &b);
 
   // Pipeline plumbing: send what is buffered; take the next result; take one command's result.
   void Wait(bool read, bool write, const Budget &b, const char *doing);
@@ -340,6 +348,13 @@ class PostgresSink : public Sink {
   bool table_ready_ = false;  // the table was created or checked on conn_
   uint32_t prepared_ = 0;     // bit k: the statement for 2^k rows is prepared on conn_
   Clock::time_point started_;
+  // Between Start and Finish:
+  const std::vector<Message> *page_ = nullptr;
+  Budget budget_;
+  bool in_flight_ = false;     // the page's pipeline was sent; its answers are not read yet
+  std::vector<int> chunks_;    // log2 of each chunk's size, largest first
+  uint32_t preparing_ = 0;     // statements prepared in this pipeline
+  std::optional<Outcome> start_failure_;
 };
 
 PostgresSink::PostgresSink(const std::string &options_json) {
@@ -527,9 +542,10 @@ std::string StatementName(int log2) { return "statesman_sink_insert_" + std::to_
 
 // One remote transaction in one round trip; returns how many rows it inserted. Anything short of
 // the COMMIT's answer throws: the page may or may not be there, and is sent again later.
-int64_t PostgresSink::WritePage(const std::vector<Message> &page, const Budget &b) {
+void PostgresSink::SendPage(const std::vector<Message> &page) {
   const char *doing = "sending the page";
-  std::vector<int> chunks;  // log2 of each chunk's size, largest first
+  std::vector<int> &chunks = chunks_;
+  chunks.clear();
   for (size_t left = page.size(); left > 0;) {
     int k = kMaxChunkLog2;
     while ((size_t{1} << k) > left) k--;
@@ -563,8 +579,16 @@ int64_t PostgresSink::WritePage(const std::vector<Message> &page, const Budget &
   }
   Sent(PQsendQueryParams(c, "COMMIT", 0, nullptr, nullptr, nullptr, nullptr, 0), doing);
   Sent(PQpipelineSync(c), doing);
-  Flush(b, doing);
+  preparing_ = preparing;
+  // Hand the socket what it takes now; Finish sends the rest.
+  if (PQflush(c) < 0) Fail(std::string(doing) + ": " + LibpqError());
+}
 
+int64_t PostgresSink::ReceivePage(const Budget &b) {
+  Flush(b, "sending the page");
+  const std::vector<int> &chunks = chunks_;
+  const uint32_t preparing = preparing_;
+  const size_t page_size = page_->size();
   // The server answers at the Sync, all at once: until the COMMIT's answer is in, whether the
   // page is there is unknown.
   const char *waiting = "waiting for the page's transaction";
@@ -581,28 +605,59 @@ int64_t PostgresSink::WritePage(const std::vector<Message> &page, const Budget &
   if (std::strcmp(PQcmdStatus(commit.get()), "COMMIT") != 0)
     Fail(std::string("the page's transaction was not committed (") + PQcmdStatus(commit.get()) + ")");
   Take(b, PGRES_PIPELINE_SYNC, waiting);
-  if (inserted < 0 || inserted > static_cast<int64_t>(page.size()))
+  if (inserted < 0 || inserted > static_cast<int64_t>(page_size))
     Fail("the server reported " + std::to_string(inserted) + " rows inserted for a page of " +
-         std::to_string(page.size()));
+         std::to_string(page_size));
   return inserted;
 }
 
-Outcome PostgresSink::Publish(const std::vector<Message> &page, const Budget &budget) {
-  Outcome out;
-  if (page.empty()) {
-    out.ok = true;
-    return out;
-  }
+void PostgresSink::Start(const std::vector<Message> &page, const Budget &budget) {
+  // A page started and never finished left answers on the connection: start afresh.
+  if (in_flight_) Drop();
+  in_flight_ = false;
+  page_ = &page;
+  start_failure_.reset();
+  if (page.empty()) return;
   started_ = Clock::now();
-  Budget b{std::min(budget.deadline, started_ + std::chrono::milliseconds(timeout_ms_)), budget.cancelled};
+  budget_ = Budget{std::min(budget.deadline, started_ + std::chrono::milliseconds(timeout_ms_)), budget.cancelled};
+  const Budget &b = budget_;
   try {
     if (conn_ && !Alive()) Drop();
     if (!conn_) Connect(b);
     if (!table_ready_) PrepareTable(b);
-    int64_t inserted = WritePage(page, b);
+    SendPage(page);
+    in_flight_ = true;
+  } catch (const Failure &f) {
+    Drop();
+    start_failure_ = Outcome{false, 0, 0, f.message};
+  } catch (const std::exception &e) {
+    Drop();
+    start_failure_ = Outcome{false, 0, 0, "postgres sink: " + RedactAll(where_ + ": " + e.what(), secrets_)};
+  }
+}
+
+Outcome PostgresSink::Finish() {
+  Outcome out;
+  const std::vector<Message> *page = page_;
+  if (page == nullptr) {
+    out.error = "postgres sink: Finish without Start";
+    return out;
+  }
+  if (start_failure_) {
+    page_ = nullptr;
+    return *start_failure_;
+  }
+  if (page->empty()) {
+    page_ = nullptr;
+    out.ok = true;
+    return out;
+  }
+  try {
+    int64_t inserted = ReceivePage(budget_);
+    in_flight_ = false;
     out.ok = true;
     out.published = inserted;
-    out.deduplicated = static_cast<int64_t>(page.size()) - inserted;
+    out.deduplicated = static_cast<int64_t>(page->size()) - inserted;
   } catch (const Failure &f) {
     Drop();
     out.error = f.message;
@@ -610,6 +665,8 @@ Outcome PostgresSink::Publish(const std::vector<Message> &page, const Budget &bu
     Drop();
     out.error = "postgres sink: " + RedactAll(where_ + ": " + e.what(), secrets_);
   }
+  in_flight_ = false;
+  page_ = nullptr;
   return out;
 }
 

@@ -89,7 +89,14 @@ class RedisSink : public Sink {
     prefix_ = "redis sink " + host_ + ":" + std::to_string(port_) + ": ";
   }
 
-  Outcome Publish(const std::vector<Message> &page, const Budget &budget) override;
+  Outcome Publish(const std::vector<Message> &page, const Budget &budget) override {
+    Start(page, budget);
+    return Finish();
+  }
+  // Start queues the page's XADDs and writes what the socket takes at once; Finish writes the
+  // rest and reads the replies.
+  void Start(const std::vector<Message> &page, const Budget &budget) override;
+  Outcome Finish() override;
 
  private:
   void Connect(const Budget &budget);
@@ -114,20 +121,25 @@ class RedisSink : public Sink {
   Context conn_;
   std::string out_;                 // the page's commands, RESP-encoded; reused across pages
   std::vector<Reply> replies_;      // reused across pages
+  // Between Start and Finish:
+  const std::vector<Message> *page_ = nullptr;
+  Budget budget_;                   // the call's limit
+  bool in_flight_ = false;          // Start sent XADDs whose replies Finish has not read
+  std::string start_error_;         // Start failed: Finish reports it
 };
 
-Outcome RedisSink::Publish(const std::vector<Message> &page, const Budget &budget) {
-  Outcome out;
-  if (page.empty()) {
-    out.ok = true;
-    return out;
-  }
+void RedisSink::Start(const std::vector<Message> &page, const Budget &budget) {
+  // A page started and never finished left replies on the connection: start afresh.
+  if (in_flight_) conn_.reset();
+  in_flight_ = false;
+  page_ = &page;
+  start_error_.clear();
+  replies_.clear();
   // The call's limit: the dispatcher's deadline or timeout_ms, whichever comes first.
-  Budget b{budget.deadline, budget.cancelled};
   Clock::time_point start = Clock::now();
-  b.deadline = std::min(budget.deadline, start + std::chrono::milliseconds(timeout_ms_));
-  limit_ms_ = std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(b.deadline - start).count());
-
+  budget_ = Budget{std::min(budget.deadline, start + std::chrono::milliseconds(timeout_ms_)), budget.cancelled};
+  limit_ms_ = std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(budget_.deadline - start).count());
+  if (page.empty()) return;
   try {
     // An idle connection that is readable was closed by the server (a restart, its idle
     // timeout) or holds garbage: start afresh rather than fail the page on it.
@@ -135,12 +147,43 @@ Outcome RedisSink::Publish(const std::vector<Message> &page, const Budget &budge
       pollfd p{conn_->fd, POLLIN, 0};
       if (poll(&p, 1, 0) != 0) conn_.reset();
     }
-    if (!conn_) Connect(b);
-
+    if (!conn_) Connect(budget_);
     out_.clear();
     for (const Message &m : page) AppendXadd(m);
     Queue();
+    in_flight_ = true;
+    // Write what the socket takes now; Finish writes the rest.
+    int done = 0;
+    if (redisBufferWrite(conn_.get(), &done) != REDIS_OK) throw ConnectionLost("sending XADD: " + Why());
+  } catch (const std::exception &e) {  // ConnectionLost; std::bad_alloc
+    conn_.reset();
+    in_flight_ = false;
+    start_error_ = e.what();
+    if (start_error_.empty()) start_error_ = "failed";
+  }
+}
+
+Outcome RedisSink::Finish() {
+  Outcome out;
+  const std::vector<Message> *pending = page_;
+  page_ = nullptr;
+  if (pending == nullptr) {
+    out.error = Describe("Finish without Start");
+    return out;
+  }
+  const std::vector<Message> &page = *pending;
+  if (!start_error_.empty()) {
+    out.error = Describe(start_error_);
+    return out;
+  }
+  if (page.empty()) {
+    out.ok = true;
+    return out;
+  }
+  const Budget &b = budget_;
+  try {
     Exchange(page.size(), replies_, b, "XADD");
+    in_flight_ = false;
 
     std::vector<size_t> rejected;  // ids not above the stream's top: already there?
     size_t failed = 0;
@@ -209,6 +252,7 @@ Outcome RedisSink::Publish(const std::vector<Message> &page, const Budget &budge
     }
   } catch (const std::exception &e) {  // ConnectionLost; std::bad_alloc
     conn_.reset();
+    in_flight_ = false;
     out.error = Describe(e.what());
   }
   replies_.clear();

@@ -59,6 +59,9 @@ SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '"redis://x"')$$);
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"host": ""}')$$);
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"host": 1}')$$);
+-- null is the option's default (SPEC §6 writes "max_length": null for "no trimming").
+SELECT statesman.create_outbox('r-nulls', 'redis', '{"host": null, "max_length": null, "timeout_ms": null}');
+SELECT sink_options FROM statesman.outboxes WHERE outbox_id = 'r-nulls';
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"port": "6379"}')$$);
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"port": 0}')$$);
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"port": 65536}')$$);

@@ -53,6 +53,26 @@ class Sink {
   // cursor and retries the whole page later, so a sink must accept a page it already took
   // (counting those messages as deduplicated).
   virtual Outcome Publish(const std::vector<Message> &page, const Budget &budget) = 0;
+
+  // The same in two steps, so that the dispatcher can prepare its next page while the sink
+  // works: Start sends what it can without waiting for the sink's answer, Finish waits for the
+  // answer (within the budget given to Start). `page` must stay alive until Finish. A Start
+  // without its Finish (the dispatcher failed in between) is abandoned by the next Start. By
+  // default Start only remembers the page and Finish publishes it.
+  virtual void Start(const std::vector<Message> &page, const Budget &budget) {
+    started_page_ = &page;
+    started_budget_ = budget;
+  }
+  virtual Outcome Finish() {
+    const std::vector<Message> *page = started_page_;
+    started_page_ = nullptr;
+    if (page == nullptr) return Outcome{false, 0, 0, "sink: Finish without Start"};
+    return Publish(*page, started_budget_);
+  }
+
+ private:
+  const std::vector<Message> *started_page_ = nullptr;
+  Budget started_budget_;
 };
 
 // A kind of sink, as registered in src/sinks/registry.cpp.
