@@ -18,6 +18,11 @@
 #   BENCH_LATENCY_SECONDS  length of each latency window, hints on and off (default 20)
 #   BENCH_LEASE_RATE       appends/s for the lease window (default 3000)
 #   BENCH_LEASE_SECONDS    length of the lease window (default 15)
+#   BENCH_SINK_DRAIN_RUNS  drains of the same backlog to the `redis` sink and to the `postgres`
+#                          sink, each (default: BENCH_DRAIN_RUNS)
+#
+# For the `redis` and `postgres` sinks it starts a redis-server and a second PostgreSQL
+# cluster (the remote) on loopback; delivery_cleanup stops them.
 
 DRAIN_RECORDS=${BENCH_DRAIN_RECORDS:-1000000}
 DRAIN_RUNS=${BENCH_DRAIN_RUNS:-3}
@@ -25,7 +30,8 @@ LAT_RATE=${BENCH_LATENCY_RATE:-1000}
 LAT_SECS=${BENCH_LATENCY_SECONDS:-20}
 LEASE_RATE=${BENCH_LEASE_RATE:-3000}
 LEASE_SECS=${BENCH_LEASE_SECONDS:-15}
-for v in DRAIN_RECORDS DRAIN_RUNS LAT_RATE LAT_SECS LEASE_RATE LEASE_SECS; do
+SINK_RUNS=${BENCH_SINK_DRAIN_RUNS:-$DRAIN_RUNS}
+for v in DRAIN_RECORDS DRAIN_RUNS LAT_RATE LAT_SECS LEASE_RATE LEASE_SECS SINK_RUNS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { say "bench: the delivery settings (BENCH_DRAIN_*, BENCH_LATENCY_*, BENCH_LEASE_*) must be whole numbers >= 1"; exit 2; }
 done
 DRAIN_BATCH=100          # records per backlog transaction
@@ -34,6 +40,8 @@ CATCH_UP_TIMEOUT=300     # seconds delivery may trail the writers before the ben
 # Results, filled in by delivery_bench.
 declare -A LAT            # LAT[label]="n p50 p95 p99 max pub_p50 pub_p99 tx_latency_ms achieved_tps sync"
 DRAIN_RATES=() DRAIN_E2E=() DRAIN_START=() DRAIN_HWM=() DRAIN_ANON=() DRAIN_PIDS=()
+declare -A SINK_RATES SINK_E2E  # [redis|postgres]="rate rate …"
+REDIS_DIR="" REDIS_PORT="" REMOTE_DIR="" REMOTE_PORT="" XADD_RATES=() XADD_BYTES=0 MSG_AVG=0
 DRAIN_N=0 LEASE_TRIPS=0 LEASE_WINDOW=0 LEASE_PIDS="" LEASE_BEFORE="" LEASE_AFTER=""
 
 # Waits until the condition (a query returning t) holds, polling every 100 ms; fails after $2 s.
@@ -184,6 +192,141 @@ SQL
   psql_q -c "SELECT statesman.drop_outbox('drain_$r')" -c "DROP TABLE bench.drain_$r" >/dev/null
 }
 
+# Stops what delivery_bench started besides the bench's own cluster.
+delivery_cleanup() {
+  [ -n "$REDIS_PORT" ] && redis-cli -h 127.0.0.1 -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1
+  [ -n "$REMOTE_DIR" ] && stop_cluster "$REMOTE_DIR"
+  [ -n "$REMOTE_DIR" ] && rm -rf "$REMOTE_DIR"
+  [ -n "$REDIS_DIR" ] && rm -rf "$REDIS_DIR"
+  return 0
+}
+
+redis_q() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
+remote_q() { as_pg psql -X -q -t -A -v ON_ERROR_STOP=1 -h "$REMOTE_DIR" -p "$REMOTE_PORT" -d postgres "$@"; }
+
+# The servers the `redis` and `postgres` sinks deliver to, on loopback: a redis-server with
+# its defaults except snapshots (off, so that no fork lands inside a measurement), and a second
+# PostgreSQL cluster with the bench's fsync and synchronous_commit (on).
+start_sink_servers() {
+  REDIS_DIR=$(scratch_dir bench-redis)
+  REDIS_PORT=$(free_port 56400)
+  as_pg redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --dir "$REDIS_DIR" --save '' --appendonly no \
+    --daemonize yes --logfile "$REDIS_DIR/redis.log" --pidfile "$REDIS_DIR/redis.pid"
+  local i
+  for ((i = 0; i < 50; i++)); do redis_q ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
+  redis_q ping | grep -q PONG || { say "bench: redis-server did not start"; cat "$REDIS_DIR/redis.log" >&2; exit 1; }
+  REMOTE_DIR=$(scratch_dir bench-remote)
+  REMOTE_PORT=$(free_port $((PORT + 1)))
+  start_cluster "$REMOTE_DIR" "$REMOTE_PORT" "statesman.enabled = off" "shared_buffers = 1GB" \
+    "max_wal_size = 8GB" "checkpoint_timeout = 30min"
+  say "bench: sinks: redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on 127.0.0.1:$REDIS_PORT; remote PostgreSQL on 127.0.0.1:$REMOTE_PORT"
+}
+
+# redis-benchmark's own XADD rate on the same server, pipelined 1,000 deep (the sink's page
+# size), with a field of the size of the bench's messages: the sink side's limit.
+xadd_limit() {
+  local r out
+  MSG_AVG=$(psql_q -c "SELECT round(avg(octet_length(m.message))) FROM statesman._page_messages(
+                         'sdrain_probe', 0, 1000) m" 2>/dev/null || echo 0)
+  XADD_BYTES=${MSG_AVG:-700}
+  [ "$XADD_BYTES" -gt 0 ] 2>/dev/null || XADD_BYTES=700
+  local value
+  value=$(head -c "$XADD_BYTES" /dev/zero | tr '\0' 'x')
+  for ((r = 1; r <= SINK_RUNS; r++)); do
+    out=$(redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -n "$DRAIN_N" -c 1 -P 1000 -q \
+            XADD bench:xadd '*' messageId "bench/acct/1#1" message "$value" 2>&1 | tr '\r' '\n' | grep -m1 'requests per second')
+    XADD_RATES+=("$(sed -n 's/.*: \([0-9.]*\) requests per second.*/\1/p' <<<"$out" | cut -d. -f1)")
+    redis_q del bench:xadd >/dev/null
+    say "  [redis-benchmark $r/$SINK_RUNS] XADD of $(fmt_int "$DRAIN_N") $XADD_BYTES-byte entries, 1 connection, pipelined 1,000 deep: $(fmt_int "${XADD_RATES[-1]}") requests/s"
+  done
+}
+
+# sink_drain_run SINK R TOTAL TARGET: a fresh outbox to SINK drains the backlog; the rate is
+# TOTAL / (when its cursor reached the head − when it first moved), both polled every 100 ms
+# inside the server; the sink's contents are checked afterwards.
+sink_drain_run() {
+  local sink=$1 r=$2 total=$3 target=$4 options row n rate e2e secs
+  case $sink in
+    redis) options="{\"port\": $REDIS_PORT, \"key_prefix\": \"bench\", \"stream\": \"drain_$r\"}" ;;
+    postgres) options="{\"conninfo\": \"host=127.0.0.1 port=$REMOTE_PORT dbname=postgres user=postgres\", \"table\": \"bench.drain_$r\"}" ;;
+  esac
+  psql_q -c "CHECKPOINT" >/dev/null
+  psql_q 2> >(sed -u 's/^NOTICE:  //' >&2) >/dev/null <<SQL
+SELECT statesman.create_outbox('sdrain_${sink}_$r', '$sink', '$options');
+DO \$\$
+DECLARE
+    t0 timestamptz := clock_timestamp();
+    t_first timestamptz;
+    last_note timestamptz := clock_timestamp();
+    last_pos bigint := $((target - total));
+    pos bigint;
+    err text;
+BEGIN
+    LOOP
+        SELECT s.cursor_position, s.last_error INTO pos, err
+        FROM statesman.outbox_status s WHERE s.outbox_id = 'sdrain_${sink}_$r';
+        IF t_first IS NULL AND pos > $((target - total)) THEN t_first := clock_timestamp(); END IF;
+        EXIT WHEN pos >= $target;
+        IF clock_timestamp() - t0 > interval '$CATCH_UP_TIMEOUT seconds' THEN
+            RAISE EXCEPTION '$sink drain run $r: the cursor is at % of $target after $CATCH_UP_TIMEOUT s (last error: %)', pos, err;
+        END IF;
+        IF clock_timestamp() - last_note >= interval '2 seconds' THEN
+            RAISE NOTICE '  $sink drain run $r/$SINK_RUNS: cursor % records past the start, % records/s in the last % s',
+                COALESCE(pos - $((target - total)), 0),
+                round((COALESCE(pos, last_pos) - last_pos) / extract(epoch FROM clock_timestamp() - last_note)),
+                round(extract(epoch FROM clock_timestamp() - last_note)::numeric, 1);
+            last_note := clock_timestamp();
+            last_pos := COALESCE(pos, last_pos);
+        END IF;
+        COMMIT;
+        PERFORM pg_sleep(0.1);
+    END LOOP;
+    INSERT INTO bench.sink_runs (sink, run, created_at, first_at, done_at)
+    VALUES ('$sink', $r, t0, t_first, clock_timestamp());
+END
+\$\$;
+SQL
+  row=$(psql_q -F ' ' -c "
+    SELECT s.published_total + s.deduplicated_total,
+           round($total / extract(epoch FROM r.done_at - r.first_at)),
+           round($total / extract(epoch FROM r.done_at - r.created_at)),
+           round(extract(epoch FROM r.done_at - r.first_at)::numeric, 2)
+    FROM bench.sink_runs r, statesman.outbox_status s
+    WHERE r.sink = '$sink' AND r.run = $r AND s.outbox_id = 'sdrain_${sink}_$r'")
+  read -r n rate e2e secs <<<"$row"
+  local stored
+  case $sink in
+    redis) stored=$(redis_q xlen "bench:drain_$r") ;;
+    postgres) stored=$(remote_q -c "SELECT count(*) FROM bench.drain_$r") ;;
+  esac
+  if [ "$n" -ne "$total" ] || [ "$stored" -ne "$total" ]; then
+    say "bench: $sink drain run $r: the outbox counted $n, the sink holds $stored, of $total"; exit 1
+  fi
+  SINK_RATES[$sink]+="$rate " SINK_E2E[$sink]+="$e2e "
+  say "  [$sink drain $r/$SINK_RUNS] $(fmt_int "$total") records in $secs s = $(fmt_int "$rate") records/s ($(fmt_int "$e2e") records/s counted from create_outbox); the sink holds $(fmt_int "$stored")"
+  psql_q -c "SELECT statesman.drop_outbox('sdrain_${sink}_$r')" >/dev/null
+  case $sink in
+    redis) redis_q del "bench:drain_$r" >/dev/null ;;
+    postgres) remote_q -c "DROP TABLE bench.drain_$r" >/dev/null ;;
+  esac
+}
+
+sink_drains() {
+  local total=$1 target=$2 sink r
+  start_sink_servers
+  psql_q -c "CREATE TABLE IF NOT EXISTS bench.sink_runs (sink text, run int, created_at timestamptz,
+               first_at timestamptz, done_at timestamptz, PRIMARY KEY (sink, run))" \
+         -c "TRUNCATE bench.sink_runs" \
+         -c "SELECT statesman.create_outbox('sdrain_probe', 'redis', '{}', enabled => false)" >/dev/null
+  xadd_limit
+  psql_q -c "SELECT statesman.drop_outbox('sdrain_probe')" >/dev/null
+  for sink in redis postgres; do
+    for ((r = 1; r <= SINK_RUNS; r++)); do
+      sink_drain_run "$sink" "$r" "$total" "$target"
+    done
+  done
+}
+
 delivery_bench() {
   say "bench: delivery: restarting the cluster with the worker on (statesman.enabled) and track_commit_timestamp"
   psql_q -c "ALTER SYSTEM SET statesman.enabled = on" -c "ALTER SYSTEM SET track_commit_timestamp = on" >/dev/null
@@ -265,6 +408,7 @@ SQL
   for ((r = 1; r <= DRAIN_RUNS; r++)); do
     drain_run "$r" "$total" "$target"
   done
+  sink_drains "$total" "$target"
 }
 
 delivery_report() {
@@ -275,6 +419,7 @@ delivery_report() {
   echo "- the same cluster, restarted for this part with \`statesman.enabled = on\` (the append runs run with it off) and \`track_commit_timestamp = on\`; \`statesman.naptime = 1s\`; outboxes with the default options (pages of 1,000 records, \`poll_interval\` 1 s, \`lease_ttl\` 30 s, renewal every 10 s)"
   echo "- drain: a backlog of $(fmt_int "$DRAIN_N") records appended by $CLIENTS pgbench clients ($DRAIN_BATCH per transaction, the same ~108-byte payload) with no outbox, all sequenced (checked), \`VACUUM ANALYZE\`; then $DRAIN_RUNS times: \`CHECKPOINT\`, \`create_outbox('drain_N', 'table', '{\"table\": \"bench.drain_N\"}')\` (a fresh outbox, cursor and sink table each run), wait until its cursor is at the head (polled every 100 ms), check the sink holds every record, drop outbox and table."
   echo "  Rate = records / (commit of the last page − start of the first page's transaction: the earliest \`published_at\`); the dispatcher's start (up to the 1 s supervision interval of the database worker) is shown apart."
+  echo "- \`redis\` and \`postgres\` sinks: the same backlog, $SINK_RUNS times each to a fresh outbox (default options, pages of 1,000) and a fresh stream / remote table: a redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on loopback (defaults, snapshots off, no AOF: the durability redis gives by default), and a second PostgreSQL cluster on this machine (\`fsync\` and \`synchronous_commit\` on, \`shared_buffers\` 1 GB). Rate = records / (when the cursor reached the head − when it first moved), polled every 100 ms; afterwards \`XLEN\` / \`count(*)\` must equal the backlog."
   echo "- dispatcher memory: its \`/proc/<pid>/status\` read every 100 ms during each drain (pid = \`outbox_status.leader_pid\`; one dispatcher process per run, so its \`VmHWM\` is that drain's peak). \`VmHWM\` counts the pages of \`shared_buffers\` the process touched (\`RssShmem\`), which belong to the server, not to the dispatcher; its own memory is \`RssAnon\`."
   echo "- latency: pgbench \`-R $LAT_RATE -c $CLIENTS -T $LAT_SECS\` appending (one append per transaction, \`synchronous_commit\` on) into an outbox whose dispatcher was running and caught up, once with \`statesman.hints\` on and once off (\`ALTER SYSTEM\` + \`pg_reload_conf()\`). Per record: the commit of the sink transaction that inserted it (\`pg_xact_commit_timestamp\` of the sink row) − the record's \`occurred_at\`."
   echo "  A record's commit time is not stored; \`occurred_at\` is \`clock_timestamp()\` at the append, inside its single-statement transaction, so it precedes the commit by the rest of that transaction, its WAL flush included (the average time an append transaction took, from pgbench, is in the table): the figures overstate the latency by up to that much."
@@ -287,6 +432,21 @@ delivery_report() {
   met=$(awk -v r="$med" 'BEGIN { print (r >= 100000) ? "yes" : "**no**" }')
   read -r e2e _ _ <<<"$(stats "${DRAIN_E2E[@]}")"
   echo "| drain of a $(fmt_int "$DRAIN_N")-record backlog to the \`table\` sink, records/s, median (min–max) of $DRAIN_RUNS runs | $(fmt_cell "$med" "$lo" "$hi") | ≥ 100,000 | $met | runs: $(printf '%s\n' "${DRAIN_RATES[@]}" | while read -r x; do fmt_int "$x"; done | paste -sd ' ' | sed 's/ / · /g'); counted from \`create_outbox\` (dispatcher start included, first page after $(printf '%s\n' "${DRAIN_START[@]}" | paste -sd ' ' | sed 's/ / · /g') s): median $(fmt_int "$e2e") records/s |"
+  local sink xmed xlo xhi
+  read -r xmed xlo xhi <<<"$(stats "${XADD_RATES[@]}")"
+  for sink in redis postgres; do
+    read -r -a runs <<<"${SINK_RATES[$sink]}"
+    read -r med lo hi <<<"$(stats "${runs[@]}")"
+    read -r -a e2es <<<"${SINK_E2E[$sink]}"
+    read -r e2e _ _ <<<"$(stats "${e2es[@]}")"
+    if [ "$sink" = redis ]; then
+      met=$(awk -v r="$med" 'BEGIN { print (r >= 100000) ? "yes" : "**no**" }')
+      echo "| drain of the same backlog to the \`redis\` sink, records/s, median (min–max) of $SINK_RUNS runs | $(fmt_cell "$med" "$lo" "$hi") | ≥ 100,000 | $met | runs: $(printf '%s\n' "${runs[@]}" | while read -r x; do fmt_int "$x"; done | paste -sd ' ' | sed 's/ / · /g'); counted from \`create_outbox\`: median $(fmt_int "$e2e") records/s; $(awk -v a="$med" -v b="$xmed" 'BEGIN { printf "%.2f", a / b }')× of redis-benchmark's XADD below |"
+      echo "| redis-benchmark XADD, requests/s, median (min–max) of $SINK_RUNS runs: the sink side's limit | $(fmt_cell "$xmed" "$xlo" "$xhi") | informational | — | \`redis-benchmark -n $(fmt_int "$DRAIN_N") -c 1 -P 1000 XADD bench:xadd '*' messageId … message <$XADD_BYTES bytes>\` against the same redis-server |"
+    else
+      echo "| drain of the same backlog to the \`postgres\` sink (a second cluster on this machine), records/s, median (min–max) of $SINK_RUNS runs | $(fmt_cell "$med" "$lo" "$hi") | informational | — | runs: $(printf '%s\n' "${runs[@]}" | while read -r x; do fmt_int "$x"; done | paste -sd ' ' | sed 's/ / · /g'); counted from \`create_outbox\`: median $(fmt_int "$e2e") records/s |"
+    fi
+  done
   hwm=$(printf '%s\n' "${DRAIN_HWM[@]}" | sort -g | tail -1)
   anon=$(printf '%s\n' "${DRAIN_ANON[@]}" | sort -g | tail -1)
   met=$(awk -v k="$anon" 'BEGIN { print (k < 65536) ? "yes" : "**no**" }')
