@@ -16,6 +16,7 @@
 #   BENCH_DRAIN_RUNS       drains of that backlog, each into a fresh outbox and table (default 3)
 #   BENCH_LATENCY_RATE     appends/s for the latency windows (default 1000)
 #   BENCH_LATENCY_SECONDS  length of each latency window, hints on and off (default 20)
+#   BENCH_LATENCY_WINDOWS  windows per setting; each percentile is the median over them (default 3)
 #   BENCH_LEASE_RATE       appends/s for the lease window (default 3000)
 #   BENCH_LEASE_SECONDS    length of the lease window (default 15)
 #   BENCH_SINK_DRAIN_RUNS  drains of the same backlog to the `redis` sink and to the `postgres`
@@ -31,7 +32,8 @@ LAT_SECS=${BENCH_LATENCY_SECONDS:-20}
 LEASE_RATE=${BENCH_LEASE_RATE:-3000}
 LEASE_SECS=${BENCH_LEASE_SECONDS:-15}
 SINK_RUNS=${BENCH_SINK_DRAIN_RUNS:-$DRAIN_RUNS}
-for v in DRAIN_RECORDS DRAIN_RUNS LAT_RATE LAT_SECS LEASE_RATE LEASE_SECS SINK_RUNS; do
+LAT_WINDOWS=${BENCH_LATENCY_WINDOWS:-3}
+for v in DRAIN_RECORDS DRAIN_RUNS LAT_RATE LAT_SECS LEASE_RATE LEASE_SECS SINK_RUNS LAT_WINDOWS; do
   [[ ${!v} =~ ^[1-9][0-9]*$ ]] || { say "bench: the delivery settings (BENCH_DRAIN_*, BENCH_LATENCY_*, BENCH_LEASE_*) must be whole numbers >= 1"; exit 2; }
 done
 DRAIN_BATCH=100          # records per backlog transaction
@@ -43,6 +45,37 @@ DRAIN_RATES=() DRAIN_E2E=() DRAIN_START=() DRAIN_HWM=() DRAIN_ANON=() DRAIN_PIDS
 declare -A SINK_RATES SINK_E2E  # [redis|postgres]="rate rate …"
 REDIS_DIR="" REDIS_PORT="" REMOTE_DIR="" REMOTE_PORT="" XADD_RATES=() XADD_BYTES=0 MSG_AVG=0
 DRAIN_N=0 LEASE_TRIPS=0 LEASE_WINDOW=0 LEASE_PIDS="" LEASE_BEFORE="" LEASE_AFTER=""
+
+# windows_median TABLE LABEL W: TABLE[LABEL] (an associative array of space-separated figures,
+# count first) from TABLE[LABEL/1] … TABLE[LABEL/W]: the count summed, every other number the
+# median over the windows, anything else taken from the first window.
+windows_median() {
+  local -n tbl=$1
+  local label=$2 w=$3 k f nf col out=() a first
+  read -r -a first <<<"${tbl[$label/1]}"
+  nf=${#first[@]}
+  for ((f = 0; f < nf; f++)); do
+    col=()
+    for ((k = 1; k <= w; k++)); do read -r -a a <<<"${tbl[$label/$k]}"; col+=("${a[$f]}"); done
+    if [ "$f" -eq 0 ]; then
+      out+=("$(printf '%s\n' "${col[@]}" | awk '{ s += $1 } END { print s }')")
+    elif [[ ${col[*]} =~ ^[0-9.\ ]+$ ]]; then
+      out+=("$(stats "${col[@]}" | cut -d' ' -f1)")
+    else
+      out+=("${col[0]}")
+    fi
+  done
+  tbl[$label]="${out[*]}"
+}
+
+# windows_list TABLE LABEL W: "p50/p99 · p50/p99 · …" of the windows (fields 2 and 4).
+windows_list() {
+  local -n tbl=$1
+  local label=$2 w=$3 k a out=()
+  for ((k = 1; k <= w; k++)); do read -r -a a <<<"${tbl[$label/$k]}"; out+=("${a[1]}/${a[3]}"); done
+  local IFS='·'
+  printf '%s' "${out[*]}" | sed 's/·/ · /g'
+}
 
 # Waits until the condition (a query returning t) holds, polling every 100 ms; fails after $2 s.
 wait_for() {
@@ -347,12 +380,15 @@ delivery_bench() {
   # in the first measured window.)
   as_pg pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -R "$LAT_RATE" -T 3 -f "$DIR/statesman.sql" >/dev/null 2>&1 || true
 
-  live_window "hints on" "$LAT_RATE" "$LAT_SECS" on
+  local k
+  for ((k = 1; k <= LAT_WINDOWS; k++)); do live_window "hints on/$k" "$LAT_RATE" "$LAT_SECS" on; done
+  windows_median LAT "hints on" "$LAT_WINDOWS"
 
   psql_q -c "ALTER SYSTEM SET statesman.hints = off" -c "SELECT pg_reload_conf()" >/dev/null
   sleep 1   # the workers reload at their next wake-up: SIGHUP sets their latch
   [ "$(psql_q -c "SHOW statesman.hints")" = off ] || { say "bench: statesman.hints did not turn off"; exit 1; }
-  live_window "hints off" "$LAT_RATE" "$LAT_SECS" on
+  for ((k = 1; k <= LAT_WINDOWS; k++)); do live_window "hints off/$k" "$LAT_RATE" "$LAT_SECS" on; done
+  windows_median LAT "hints off" "$LAT_WINDOWS"
   psql_q -c "ALTER SYSTEM RESET statesman.hints" -c "SELECT pg_reload_conf()" >/dev/null
   sleep 1
 
@@ -421,7 +457,7 @@ delivery_report() {
   echo "  Rate = records / (commit of the last page − start of the first page's transaction: the earliest \`published_at\`); the dispatcher's start (up to the 1 s supervision interval of the database worker) is shown apart."
   echo "- \`redis\` and \`postgres\` sinks: the same backlog, $SINK_RUNS times each to a fresh outbox (default options, pages of 1,000) and a fresh stream / remote table: a redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') on loopback (defaults, snapshots off, no AOF: the durability redis gives by default), and a second PostgreSQL cluster on this machine (\`fsync\` and \`synchronous_commit\` on, \`shared_buffers\` 1 GB). Rate = records / (when the cursor reached the head − when it first moved), polled every 100 ms; afterwards \`XLEN\` / \`count(*)\` must equal the backlog."
   echo "- dispatcher memory: its \`/proc/<pid>/status\` read every 100 ms during each drain (pid = \`outbox_status.leader_pid\`; one dispatcher process per run, so its \`VmHWM\` is that drain's peak). \`VmHWM\` counts the pages of \`shared_buffers\` the process touched (\`RssShmem\`), which belong to the server, not to the dispatcher; its own memory is \`RssAnon\`."
-  echo "- latency: pgbench \`-R $LAT_RATE -c $CLIENTS -T $LAT_SECS\` appending (one append per transaction, \`synchronous_commit\` on) into an outbox whose dispatcher was running and caught up, once with \`statesman.hints\` on and once off (\`ALTER SYSTEM\` + \`pg_reload_conf()\`). Per record: the commit of the sink transaction that inserted it (\`pg_xact_commit_timestamp\` of the sink row) − the record's \`occurred_at\`."
+  echo "- latency: $LAT_WINDOWS windows of pgbench \`-R $LAT_RATE -c $CLIENTS -T $LAT_SECS\` appending (one append per transaction, \`synchronous_commit\` on) into an outbox whose dispatcher was running and caught up, with \`statesman.hints\` on, then as many with it off (\`ALTER SYSTEM\` + \`pg_reload_conf()\`); each percentile is the median over the windows, each window's p50 and p99 are in the notes. Per record: the commit of the sink transaction that inserted it (\`pg_xact_commit_timestamp\` of the sink row) − the record's \`occurred_at\`."
   echo "  A record's commit time is not stored; \`occurred_at\` is \`clock_timestamp()\` at the append, inside its single-statement transaction, so it precedes the commit by the rest of that transaction, its WAL flush included (the average time an append transaction took, from pgbench, is in the table): the figures overstate the latency by up to that much."
   echo "- lease: \`outbox_status.lease_round_trips\` before and after a window of pgbench \`-R $LEASE_RATE -c $CLIENTS -T $LEASE_SECS\` (\`synchronous_commit\` off for its sessions, so that $CLIENTS clients reach the rate on this disk), scaled to 5 s."
   echo
@@ -456,9 +492,9 @@ delivery_report() {
     case $label in
       "hints on")
         met=$(awk -v a="$p50" -v b="$p99" 'BEGIN { print (a <= 5 && b <= 15) ? "yes" : "**no**" }')
-        echo "| commit → sink latency at $(fmt_int "$LAT_RATE") appends/s, hints on, ms: p50 / p95 / p99 (max) | $p50 / $p95 / $p99 ($max) | p50 ≤ 5, p99 ≤ 15 | $met | $(fmt_int "$n") records at $(fmt_int "$tps")/s; an append transaction took $txlat ms on average (pgbench); to the sink transaction's start (\`published_at\`): p50 $pp50, p99 $pp99 |" ;;
+        echo "| commit → sink latency at $(fmt_int "$LAT_RATE") appends/s, hints on, ms: p50 / p95 / p99 (max), median of $LAT_WINDOWS windows | $p50 / $p95 / $p99 ($max) | p50 ≤ 5, p99 ≤ 15 | $met | windows (p50/p99): $(windows_list LAT "hints on" "$LAT_WINDOWS"); $(fmt_int "$n") records at $(fmt_int "$tps")/s; an append transaction took $txlat ms on average (pgbench); to the sink transaction's start (\`published_at\`): p50 $pp50, p99 $pp99 |" ;;
       "hints off")
-        echo "| commit → sink latency at $(fmt_int "$LAT_RATE") appends/s, hints off, ms: p50 / p95 / p99 (max) | $p50 / $p95 / $p99 ($max) | informational | — | $(fmt_int "$n") records at $(fmt_int "$tps")/s; an append transaction took $txlat ms on average; to \`published_at\`: p50 $pp50, p99 $pp99 |" ;;
+        echo "| commit → sink latency at $(fmt_int "$LAT_RATE") appends/s, hints off, ms: p50 / p95 / p99 (max), median of $LAT_WINDOWS windows | $p50 / $p95 / $p99 ($max) | informational | — | windows (p50/p99): $(windows_list LAT "hints off" "$LAT_WINDOWS"); $(fmt_int "$n") records at $(fmt_int "$tps")/s; an append transaction took $txlat ms on average; to \`published_at\`: p50 $pp50, p99 $pp99 |" ;;
       "lease window")
         per5=$(awk -v n="$LEASE_TRIPS" -v s="$LEASE_WINDOW" 'BEGIN { printf "%.1f", n * 5 / s }')
         met=$(awk -v x="$per5" 'BEGIN { print (x <= 10) ? "yes" : "**no**" }')

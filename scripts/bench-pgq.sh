@@ -31,6 +31,8 @@
 #   BENCH_DRAIN_RUNS       drains of it, each by a fresh consumer, for each kind (default 3)
 #   BENCH_LATENCY_RATE     events/s in the latency windows (default 1000)
 #   BENCH_LATENCY_SECONDS  length of each latency window (default 20)
+#   BENCH_LATENCY_WINDOWS  windows per setting, as statesman's (default 3; LAT_WINDOWS of
+#                          scripts/bench-delivery.sh, whose windows_median gives the medians)
 # and BENCH_PGQ_POLL_MS, how long the latency consumer sleeps when next_batch has nothing for
 # it (default 10): PgQ has no wake-up, a consumer polls.
 
@@ -398,7 +400,9 @@ pgq_latency_setting() {
   # Unmeasured: connections, plans, the first ticks.
   as_pg pgbench -n -M prepared -c "$CLIENTS" -j "$CLIENTS" -R "$PGQ_LAT_RATE" -T 3 -f "$DIR/pgq-live.sql" >/dev/null 2>&1 || true
   kill -0 "$cpid" 2>/dev/null || { say "bench: the PgQ consumer stopped:"; cat "$DIR/pgq-consumer-$label.log" >&2; exit 1; }
-  pgq_live_window "$label"
+  local k
+  for ((k = 1; k <= LAT_WINDOWS; k++)); do pgq_live_window "$label/$k"; done
+  windows_median PGQ_LAT "$label" "$LAT_WINDOWS"
   psql_q -c "UPDATE bench.pgq_ctl SET stop = true" >/dev/null
   wait "$cpid" || { say "bench: the PgQ consumer failed:"; cat "$DIR/pgq-consumer-$label.log" >&2; exit 1; }
   pgqd_stop
@@ -455,7 +459,7 @@ pgq_report() {
   echo "- PgQ $(psql_q -c "SELECT pgq.version()") on the same cluster, after the parts above."
   echo "- drain: a backlog of $(fmt_int "$PGQ_DRAIN_N") events (the same ~108-byte payload as text, ≈ $PGQ_EVENT_BYTES bytes per event row as text) appended by one session, $PGQ_BATCH events per transaction, each followed by \`pgq.ticker()\` on the queue (no pgqd; \`ticker_max_count\` 1, so that each call ticks), so that every batch holds exactly $PGQ_BATCH events (checked: $(fmt_int "$PGQ_DRAIN_BATCHES") ticks, and each batch's size); $(fmt_int "$PGQ_LOAD_RATE") events/s. \`VACUUM ANALYZE\`, then $PGQ_DRAIN_RUNS times two drains, each by a fresh consumer registered before the backlog: per batch one transaction of \`next_batch\`, \`get_batch_events\`, \`finish_batch\` from a psql script (\`synchronous_commit\` off), with"
   echo "  *read*: each event row rendered to text and counted (as a client receiving it; the counterpart of the \`read_feed\` drain) and *table*: each event inserted as a JSON object into a fresh table of the \`table\` sink's shape (the counterpart of the \`table\` sink). Rate = events / wall-clock time of the psql script."
-  echo "- latency: pgbench \`-R $PGQ_LAT_RATE -c $CLIENTS -T $((PGQ_LAT_SECS + PGQ_TAIL_SECS))\` of \`pgq.insert_event\` (one per transaction, \`synchronous_commit\` on), a consumer inside the server (a \`DO\` loop: \`next_batch\`; the batch inserted into a table of the \`table\` sink's shape and finished in one transaction, \`synchronous_commit\` off; ${PGQ_POLL_MS} ms sleep when there is no batch), after 3 s of unmeasured events; with pgqd at its defaults (\`ticker_period\` 1 s; the queue's \`ticker_max_count\` 500, \`ticker_max_lag\` 3 s) and at its fastest (\`ticker_period\` 0.01 s, \`ticker_max_count\` 1)."
+  echo "- latency: $LAT_WINDOWS windows per setting (each percentile the median over them, each window's p50 and p99 in the notes) of pgbench \`-R $PGQ_LAT_RATE -c $CLIENTS -T $((PGQ_LAT_SECS + PGQ_TAIL_SECS))\` of \`pgq.insert_event\` (one per transaction, \`synchronous_commit\` on), a consumer inside the server (a \`DO\` loop: \`next_batch\`; the batch inserted into a table of the \`table\` sink's shape and finished in one transaction, \`synchronous_commit\` off; ${PGQ_POLL_MS} ms sleep when there is no batch), after 3 s of unmeasured events; with pgqd at its defaults (\`ticker_period\` 1 s; the queue's \`ticker_max_count\` 500, \`ticker_max_lag\` 3 s) and at its fastest (\`ticker_period\` 0.01 s, \`ticker_max_count\` 1)."
   echo "  Per event of the first $PGQ_LAT_SECS s: the commit of the consumer transaction that inserted it (\`pg_xact_commit_timestamp\`) − the event's \`ev_time\` (\`now()\` of its appending transaction, whose only statement is the insert), as statesman's latency is measured from \`occurred_at\`."
   echo "  The last $PGQ_TAIL_SECS s of appends are not measured: at its defaults PgQ ticks for fewer than 500 new events only when they are 3 s old (\`ticker_max_lag\`), so the events just before the appends stop wait up to 3 s, which a constant stream never sees (their worst wait is in the notes). statesman's windows have no such tail: their latency counts every record."
   echo
@@ -489,6 +493,6 @@ pgq_report() {
     else
       met="—"; s="—"
     fi
-    echo "| commit → consumer latency at $(fmt_int "$PGQ_LAT_RATE") events/s, $label, ms: p50 / p95 / p99 (max) | $p50 / $p95 / $p99 ($max) | $s | statesman below PgQ | $met | $(fmt_int "$n") events of the first $PGQ_LAT_SECS s at $(fmt_int "$tps")/s, $ticks ticks; the last $PGQ_TAIL_SECS s of appends, unmeasured: max $tail ms; an insert transaction took $txlat ms on average (pgbench) |"
+    echo "| commit → consumer latency at $(fmt_int "$PGQ_LAT_RATE") events/s, $label, ms: p50 / p95 / p99 (max), median of $LAT_WINDOWS windows | $p50 / $p95 / $p99 ($max) | $s | statesman below PgQ | $met | windows (p50/p99): $(windows_list PGQ_LAT "$label" "$LAT_WINDOWS"); $(fmt_int "$n") events of the first $PGQ_LAT_SECS s of the windows at $(fmt_int "$tps")/s, $ticks ticks; the last $PGQ_TAIL_SECS s of appends, unmeasured: max $tail ms; an insert transaction took $txlat ms on average (pgbench) |"
   done
 }
