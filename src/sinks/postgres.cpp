@@ -8,8 +8,8 @@
 // into a temporary table followed by INSERT … SELECT, and one unprepared VALUES list
 // (docs/sinks.md has the figures).
 //
-// All I/O is non-blocking and waits through WaitSocket, inside the Budget (and the sink's own
-// timeout_ms), so a hung server, a SIGTERM or the postmaster's death never holds the dispatcher.
+// All I/O is non-blocking and waits through WaitSocket, inside the Budget (the dispatcher's deadline:
+// timeout_ms, or less before the lease would expire), so a hung server, a SIGTERM or the postmaster's death never holds the dispatcher.
 // Any error or timeout drops the connection: the next Publish reconnects, and a page whose
 // COMMIT went unanswered is sent again, where the remote table deduplicates it.
 //
@@ -340,7 +340,6 @@ class PostgresSink : public Sink {
   std::string conninfo_;
   TableName name_;
   std::string target_;  // "schema"."table", quoted
-  int64_t timeout_ms_ = kDefaultTimeoutMillis;
   std::vector<std::string> secrets_;
   std::string where_;  // host=… port=… dbname=…, for messages
 
@@ -362,7 +361,6 @@ PostgresSink::PostgresSink(const std::string &options_json) {
   conninfo_ = o.at("conninfo").get<std::string>();
   name_ = CheckedTableName(o.value("table", std::string(kDefaultTable)));
   target_ = QuoteIdentifier(name_.schema) + "." + QuoteIdentifier(name_.table);
-  timeout_ms_ = o.value("timeout_ms", kDefaultTimeoutMillis);
   secrets_ = PasswordCandidates(conninfo_);
   ConninfoOptions parsed = ParseConninfo(conninfo_);
   if (auto password = ConninfoValue(parsed.get(), "password")) secrets_.push_back(*password);
@@ -619,7 +617,7 @@ void PostgresSink::Start(const std::vector<Message> &page, const Budget &budget)
   start_failure_.reset();
   if (page.empty()) return;
   started_ = Clock::now();
-  budget_ = Budget{std::min(budget.deadline, started_ + std::chrono::milliseconds(timeout_ms_)), budget.cancelled};
+  budget_ = budget;  // the caller's limit: timeout_ms, or less before the lease would expire
   const Budget &b = budget_;
   try {
     if (conn_ && !Alive()) Drop();

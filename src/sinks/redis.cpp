@@ -7,7 +7,7 @@
 // page. The page is accepted only when every message is in the stream.
 //
 // All I/O goes through hiredis's non-blocking context and WaitSocket, so no call waits past
-// the Budget's deadline (or the sink's own timeout_ms) and a cancel is seen within 100 ms.
+// the Budget's deadline and a cancel is seen within 100 ms.
 // hiredis's blocking calls are never used. Host names are resolved by getaddrinfo, which has
 // no timeout of its own: use an address or a name from /etc/hosts where DNS may hang.
 //
@@ -85,7 +85,6 @@ class RedisSink : public Sink {
     key_ = o.value("key_prefix", "statesman") + ":" + o.value("stream", "state-change");
     if (o.contains("max_length") && o["max_length"].is_number_integer())
       max_length_ = std::to_string(o["max_length"].get<int64_t>());
-    timeout_ms_ = o.value("timeout_ms", kDefaultTimeoutMillis);
     prefix_ = "redis sink " + host_ + ":" + std::to_string(port_) + ": ";
   }
 
@@ -115,7 +114,6 @@ class RedisSink : public Sink {
   std::string password_;
   std::string key_;                 // {key_prefix}:{stream}
   std::optional<std::string> max_length_;
-  int64_t timeout_ms_ = kDefaultTimeoutMillis;
   std::string prefix_;              // "redis sink host:port: "
   int64_t limit_ms_ = 0;            // this call's time limit, for messages
   Context conn_;
@@ -135,9 +133,10 @@ void RedisSink::Start(const std::vector<Message> &page, const Budget &budget) {
   page_ = &page;
   start_error_.clear();
   replies_.clear();
-  // The call's limit: the dispatcher's deadline or timeout_ms, whichever comes first.
+  // The call's limit is the caller's (the dispatcher's: timeout_ms, or less before the lease
+  // would expire).
   Clock::time_point start = Clock::now();
-  budget_ = Budget{std::min(budget.deadline, start + std::chrono::milliseconds(timeout_ms_)), budget.cancelled};
+  budget_ = budget;
   limit_ms_ = std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(budget_.deadline - start).count());
   if (page.empty()) return;
   try {
