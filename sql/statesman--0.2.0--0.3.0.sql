@@ -454,6 +454,129 @@ $$;
 COMMENT ON FUNCTION statesman._requeued_outcome(text, bigint[], boolean, bigint, bigint, text) IS
     'removes requeued dead letters the sink accepted, or parks them again when it refused them';
 
+CREATE OR REPLACE FUNCTION statesman._deliver_table_page(outbox_id text) RETURNS statesman._page_result
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    r statesman._page_result;
+    v_after bigint;
+    v_matching bigint;
+    v_target text;
+    v_store text;
+    v_epoch uuid;
+    v_insert text;
+BEGIN
+    o := statesman._page_outbox(_deliver_table_page.outbox_id);
+    IF o.outbox_id IS NULL THEN
+        r.status := 'gone'; RETURN r;
+    ELSIF NOT o.enabled THEN
+        r.status := 'paused'; RETURN r;
+    END IF;
+    v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+
+    SELECT count(*), max(p.global_position), count(*) FILTER (WHERE o.root IS NULL OR p.root = o.root)
+    INTO r.read, r.last_position, v_matching
+    FROM (SELECT h.global_position, h.root FROM statesman.history h
+          WHERE h.global_position > v_after ORDER BY h.global_position LIMIT o.batch_size) p;
+    IF r.read = 0 THEN
+        r.status := 'empty'; r.last_position := NULLIF(v_after, 0); RETURN r;
+    END IF;
+
+    r.published := 0;
+    IF v_matching > 0 THEN
+        SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
+        BEGIN
+            v_target := statesman._sink_table(o.sink_options);
+            v_insert := format(
+                'INSERT INTO %s AS t (message_id, global_position, message) '
+                'SELECT $4 || ''/'' || h.address || ''#'' || h.revision, h.global_position, '
+                '  statesman._message($4, $5, h.address, h.root, h.path, h.partition, h.revision, '
+                '    h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, '
+                '    h.source, COALESCE(h.fingerprint, $6, r.fingerprint), COALESCE(h.content_type, $7, r.content_type), '
+                '    h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error) '
+                'FROM statesman.history h LEFT JOIN statesman.roots r ON r.root OPERATOR(pg_catalog.=) h.root '
+                'WHERE h.global_position OPERATOR(pg_catalog.>) $1 AND h.global_position OPERATOR(pg_catalog.<=) $2 '
+                '  AND ($3::text IS NULL OR h.root OPERATOR(pg_catalog.=) $3) '
+                'ORDER BY h.global_position', v_target);
+            BEGIN
+                -- The common case: nothing of this page is in the table yet.
+                EXECUTE v_insert USING v_after, r.last_position, o.root, v_store, v_epoch, o.fingerprint, o.payload_content_type;
+            EXCEPTION WHEN unique_violation THEN
+                -- Re-delivery (a cursor seeded back, a restored table): keep what is there.
+                EXECUTE v_insert || ' ON CONFLICT (message_id) DO NOTHING'
+                    USING v_after, r.last_position, o.root, v_store, v_epoch, o.fingerprint, o.payload_content_type;
+            END;
+            GET DIAGNOSTICS r.published = ROW_COUNT;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
+            r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);
+            r.status := 'failed';
+            r.attempts := statesman._note_failure(o.outbox_id, r.error);
+            r.last_position := NULLIF(v_after, 0);
+            RETURN r;
+        END;
+    END IF;
+    r.deduplicated := v_matching - r.published;
+
+    PERFORM statesman._finish_page(o.outbox_id, r.last_position, r.published, r.deduplicated);
+    r.status := 'delivered';
+    r.attempts := 0;
+    r.full_page := r.read >= o.batch_size;
+    RETURN r;
+END
+$$;
+COMMENT ON FUNCTION statesman._deliver_table_page(text) IS
+    'delivers the next page of the feed to a table sink, with the cursor advance in the same transaction';
+
+CREATE OR REPLACE FUNCTION statesman._redeliver_table_page(outbox_id text) RETURNS statesman._page_result
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    r statesman._page_result;
+    v_target text;
+    v_positions bigint[];
+BEGIN
+    o := statesman._page_outbox(_redeliver_table_page.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
+        r.status := 'empty'; r.read := 0; RETURN r;
+    END IF;
+    SELECT array_agg(d.global_position ORDER BY d.global_position) INTO v_positions
+    FROM (SELECT d.global_position FROM statesman.dead_letters d
+          WHERE d.outbox_id = o.outbox_id AND d.requeued_at IS NOT NULL
+          ORDER BY d.global_position LIMIT o.batch_size) d;
+    r.read := COALESCE(cardinality(v_positions), 0);
+    IF r.read = 0 THEN
+        r.status := 'empty'; RETURN r;
+    END IF;
+    BEGIN
+        v_target := statesman._sink_table(o.sink_options);
+        EXECUTE format(
+            'INSERT INTO %s AS t (message_id, global_position, message) '
+            'SELECT d.message_id, d.global_position, d.message FROM statesman.dead_letters d '
+            'WHERE d.outbox_id OPERATOR(pg_catalog.=) $1 AND d.global_position OPERATOR(pg_catalog.=) ANY ($2) '
+            'ORDER BY d.global_position ON CONFLICT (message_id) DO NOTHING', v_target)
+            USING o.outbox_id, v_positions;
+        GET DIAGNOSTICS r.published = ROW_COUNT;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
+        r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);
+        PERFORM statesman._requeued_outcome(o.outbox_id, v_positions, false, 0, 0, r.error);
+        r.status := 'failed';
+        RETURN r;
+    END;
+    r.deduplicated := r.read - r.published;
+    PERFORM statesman._requeued_outcome(o.outbox_id, v_positions, true, r.published, r.deduplicated, NULL);
+    r.status := 'delivered';
+    RETURN r;
+END
+$$;
+COMMENT ON FUNCTION statesman._redeliver_table_page(text) IS
+    'hands requeued dead letters to a table sink and removes the delivered ones';
+
 REVOKE ALL ON FUNCTION statesman._store_restore() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink_options(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink_timeout(jsonb, interval) FROM PUBLIC;

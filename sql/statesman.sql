@@ -1360,12 +1360,7 @@ BEGIN
     END IF;
     r.deduplicated := v_matching - r.published;
 
-    PERFORM statesman._move_cursor(o.outbox_id, r.last_position);
-    UPDATE statesman.outbox_state s
-    SET attempts = 0, published_total = s.published_total + r.published,
-        deduplicated_total = s.deduplicated_total + r.deduplicated,
-        last_published_at = CASE WHEN r.published > 0 THEN clock_timestamp() ELSE s.last_published_at END
-    WHERE s.outbox_id = o.outbox_id;
+    PERFORM statesman._finish_page(o.outbox_id, r.last_position, r.published, r.deduplicated);
     r.status := 'delivered';
     r.attempts := 0;
     r.full_page := r.read >= o.batch_size;
@@ -1464,19 +1459,12 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
         r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);
-        UPDATE statesman.dead_letters d
-        SET requeued_at = NULL, attempts = d.attempts + 1, last_error = left(r.error, 2000)
-        WHERE d.outbox_id = o.outbox_id AND d.global_position = ANY (v_positions);
+        PERFORM statesman._requeued_outcome(o.outbox_id, v_positions, false, 0, 0, r.error);
         r.status := 'failed';
         RETURN r;
     END;
-    DELETE FROM statesman.dead_letters d WHERE d.outbox_id = o.outbox_id AND d.global_position = ANY (v_positions);
     r.deduplicated := r.read - r.published;
-    UPDATE statesman.outbox_state s
-    SET published_total = s.published_total + r.published,
-        deduplicated_total = s.deduplicated_total + r.deduplicated,
-        last_published_at = CASE WHEN r.published > 0 THEN clock_timestamp() ELSE s.last_published_at END
-    WHERE s.outbox_id = o.outbox_id;
+    PERFORM statesman._requeued_outcome(o.outbox_id, v_positions, true, r.published, r.deduplicated, NULL);
     r.status := 'delivered';
     RETURN r;
 END
