@@ -591,6 +591,10 @@ DECLARE
     v_store text;
     v_epoch uuid;
     v_root  text := lower(read_feed.root);
+    v_after bigint := COALESCE(read_feed.after, 0);
+    v_upto  bigint;                      -- read up to this position; NULL: to the head
+    v_left  integer := read_feed.max_records;
+    v_read  bigint;
 BEGIN
     PERFORM statesman._require(read_feed.max_records, 'max_records');
     IF read_feed.max_records < 1 THEN
@@ -606,33 +610,45 @@ BEGIN
     -- Sequence on demand, but only in a READ COMMITTED transaction of its own: inside
     -- BEGIN … COMMIT the sequencer lock would be held until the caller commits and stall every
     -- other reader. Not in a read-only transaction (a hot standby's, for one): it serves what
-    -- is sequenced.
+    -- is sequenced. And only when the page is not full without it: the records sequenced now
+    -- get positions above every readable one, so they could only extend a short page. The
+    -- first pass reads up to the head as it is now; if that is short of a page, every readable
+    -- record up to that head has been returned, and the second pass continues after it.
     IF NOT statesman._in_transaction_block()
        AND current_setting('transaction_isolation') = 'read committed'
        AND current_setting('transaction_read_only') = 'off' THEN
-        PERFORM statesman.sequence_feed(GREATEST(read_feed.max_records, 10000));
+        SELECT COALESCE(max(h.global_position), 0) INTO v_upto FROM statesman.history h;
     END IF;
 
     SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch
     FROM statesman.store s;
 
-    RETURN QUERY
-    SELECT h.global_position,
-           v_store || '/' || h.address || '#' || h.revision,
-           h.address,
-           h.revision,
-           statesman._message(
-               v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
-               h.global_position, h.occurred_at, h.operation, h.status, h.value_type,
-               h.schema_version, h.source, COALESCE(h.fingerprint, r.fingerprint),
-               COALESCE(h.content_type, r.content_type), h.serializer_id, h.payload,
-               h.correlation_id, h.causation_id, h.metadata, h.error)
-    FROM statesman.history h
-    LEFT JOIN statesman.roots r ON r.root = h.root
-    WHERE h.global_position > COALESCE(read_feed.after, 0)
-      AND (v_root IS NULL OR h.root = v_root)
-    ORDER BY h.global_position
-    LIMIT read_feed.max_records;
+    LOOP
+        RETURN QUERY
+        SELECT h.global_position,
+               v_store || '/' || h.address || '#' || h.revision,
+               h.address,
+               h.revision,
+               statesman._message(
+                   v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
+                   h.global_position, h.occurred_at, h.operation, h.status, h.value_type,
+                   h.schema_version, h.source, COALESCE(h.fingerprint, r.fingerprint),
+                   COALESCE(h.content_type, r.content_type), h.serializer_id, h.payload,
+                   h.correlation_id, h.causation_id, h.metadata, h.error)
+        FROM statesman.history h
+        LEFT JOIN statesman.roots r ON r.root = h.root
+        WHERE h.global_position > v_after
+          AND (v_upto IS NULL OR h.global_position <= v_upto)
+          AND (v_root IS NULL OR h.root = v_root)
+        ORDER BY h.global_position
+        LIMIT v_left;
+        GET DIAGNOSTICS v_read = ROW_COUNT;
+        v_left := v_left - v_read;
+        EXIT WHEN v_upto IS NULL OR v_left = 0;
+        PERFORM statesman.sequence_feed(GREATEST(read_feed.max_records, 10000));
+        v_after := GREATEST(v_after, v_upto);
+        v_upto := NULL;
+    END LOOP;
 END
 $$;
 COMMENT ON FUNCTION statesman.read_feed(bigint, integer, text) IS

@@ -237,6 +237,38 @@ SELECT statesman.cursor_position('feed-reader') - :base AS cursor;
 SELECT statesman.cursor_position('beyond-head') IS NULL AS beyond_head_unset;
 
 --
+-- read_feed sequences only when the records that already have positions do not fill the page:
+-- a full page is served as it is; a short one is completed with what the sequencer gives out,
+-- after the head as it was when the call started.
+--
+SELECT statesman.head_position() AS head0 \gset
+SELECT count(*) AS appended FROM generate_series(1, 3) i, LATERAL statesman.append('Paging', 'p/' || i, '{}') a;
+SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history WHERE root = 'paging';
+-- Nothing of them has a position: the read is short, so it sequences, then returns them.
+SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0, 2);
+SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history WHERE root = 'paging';
+-- Two more. A page that the sequenced records fill leaves them without positions.
+SELECT count(*) AS appended FROM generate_series(4, 5) i, LATERAL statesman.append('Paging', 'p/' || i, '{}') a;
+SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0, 2);
+SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0, 2, root => 'Paging');
+SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history WHERE root = 'paging';
+-- A page that they do not fill: the sequenced record, then the new ones, in position order.
+SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 2, 5);
+SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history WHERE root = 'paging';
+-- With a root filter, other roots' records neither fill the page nor appear in it.
+SELECT * FROM statesman.append('Elsewhere', 'q/1', '{}');
+SELECT * FROM statesman.append('Paging', 'p/6', '{}');
+SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 4, 5, root => 'Paging');
+SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history;
+-- Inside a transaction block it never sequences, short page or not.
+SELECT * FROM statesman.append('Paging', 'p/7', '{}');
+BEGIN;
+SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 6, 5);
+COMMIT;
+SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history;
+SELECT public.settle() AS sequenced;
+
+--
 -- Positions are exact integers on the wire, also beyond 2^53.
 --
 SELECT setval('statesman.feed_position_seq', 9007199254740992) AS position_jump;
@@ -246,3 +278,4 @@ SELECT global_position, message->'globalPosition' AS wire_position,
        message->>'globalPosition' = global_position::text AS exact
   FROM statesman.read_feed(after => 9007199254740000);
 SELECT statesman.head_position() AS head;
+
