@@ -55,7 +55,7 @@ test:
 	./scripts/test
 
 bench:
-	./scripts/bench
+	BENCH_WRITE_DOCS=1 ./scripts/bench
 
 demo:
 	./scripts/demo

@@ -45,6 +45,12 @@ DRAIN_RATES=() DRAIN_E2E=() DRAIN_START=() DRAIN_HWM=() DRAIN_ANON=() DRAIN_PIDS
 declare -A SINK_RATES SINK_E2E  # [redis|postgres]="rate rate …"
 REDIS_DIR="" REDIS_PORT="" REMOTE_DIR="" REMOTE_PORT="" XADD_RATES=() XADD_BYTES=0 MSG_AVG=0
 DRAIN_N=0 LEASE_TRIPS=0 LEASE_WINDOW=0 LEASE_PIDS="" LEASE_BEFORE="" LEASE_AFTER=""
+READ_RATES=() READ_MSG_BYTES=0   # the read_feed drains of the backlog
+READ_PAGE=1000                   # records per read_feed page
+READ_PART_PAGES=200              # pages of each step of the read breakdown
+READ_PART_RUNS=3
+declare -A READ_PARTS            # [step]="rate rate …", the read breakdown
+READ_PART_STEPS=(positions rows message message_text read_feed)
 
 # windows_median TABLE LABEL W: TABLE[LABEL] (an associative array of space-separated figures,
 # count first) from TABLE[LABEL/1] … TABLE[LABEL/W]: the count summed, every other number the
@@ -360,6 +366,82 @@ sink_drains() {
   done
 }
 
+# read_script FILE PAGES QUERY: a psql script that runs QUERY (a page after :after, whose
+# first two columns are named after and total) PAGES + 1 times, carrying :after and :total from
+# page to page, one statement (its own transaction) per page, and prints :total at the end.
+read_script() {
+  local file=$1 pages=$2 query=$3 i
+  {
+    echo "\\set after 0"
+    echo "\\set total 0"
+    for ((i = 0; i <= pages; i++)); do echo "$query \\gset"; done
+    echo "SELECT :total;"
+  } >"$file"
+  [ "$(id -u)" -eq 0 ] && chown postgres: "$file"
+  return 0
+}
+
+# timed_script FILE → "records seconds rate"
+timed_script() {
+  local t0 t1 n
+  t0=$(date +%s.%N)
+  n=$(psql_q -f "$1")
+  t1=$(date +%s.%N)
+  awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN { printf "%d %.2f %.0f", n, b - a, n / (b - a) }'
+}
+
+# The read_feed drain of the backlog (TOTAL records, sequenced), DRAIN_RUNS times: one session,
+# one page per statement, each page's messages rendered to text as a client receives them.
+read_drains() {
+  local total=$1 r n secs rate
+  read_script "$DIR/read-drain.sql" $((total / READ_PAGE + 1)) \
+    "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM statesman.read_feed(:after, $READ_PAGE)"
+  for ((r = 1; r <= DRAIN_RUNS; r++)); do
+    read -r n secs rate <<<"$(timed_script "$DIR/read-drain.sql")"
+    [ "$n" -eq "$total" ] || { say "bench: read_feed drained $n of $total records"; exit 1; }
+    READ_RATES+=("$rate")
+    say "  [read_feed $r/$DRAIN_RUNS] $(fmt_int "$n") records in pages of $READ_PAGE in $secs s = $(fmt_int "$rate") records/s"
+  done
+  READ_MSG_BYTES=$(psql_q -c "SELECT round(avg(octet_length(message::text))) FROM statesman.read_feed(NULL, $READ_PAGE)")
+}
+
+# Where a read_feed page's time goes: the first READ_PART_PAGES pages of the backlog read by
+# ever larger parts of what read_feed does, READ_PART_RUNS times each, in turn:
+#   positions     the index scan alone: positions only, in order, a page at a time
+#   rows          the same pages' history rows, rendered to text
+#   message       read_feed's own query as plain SQL (the roots join, the message id, the
+#                 message built by statesman._message as jsonb), the message rendered to text
+#   message_text  the same with statesman._message_text (the JSON text written directly, as
+#                 for the sinks outside the database) instead of jsonb rendered to text
+#   read_feed     read_feed itself (PL/pgSQL, its sequencing check, the set it returns)
+read_breakdown() {
+  local total=$1 store epoch from msg args step r n secs rate
+  # A smaller backlog (BENCH_DRAIN_RECORDS) gets fewer pages: each step reads pages that exist.
+  [ $((total / READ_PAGE - 1)) -lt "$READ_PART_PAGES" ] && READ_PART_PAGES=$((total / READ_PAGE - 1))
+  read -r store epoch <<<"$(psql_q -F ' ' -c "SELECT COALESCE(store_name, current_database()), epoch FROM statesman.store")"
+  from="FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root WHERE h.global_position > :after ORDER BY h.global_position LIMIT $READ_PAGE"
+  args="'$store', '$epoch'::uuid, h.address, h.root, h.path, h.partition, h.revision, h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, h.source, COALESCE(h.fingerprint, r.fingerprint), COALESCE(h.content_type, r.content_type), h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error"
+  msg="SELECT h.global_position, '$store/' || h.address || '#' || h.revision AS message_id, h.address, h.revision"
+  read_script "$DIR/read-positions.sql" "$READ_PART_PAGES" \
+    "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total FROM (SELECT h.global_position FROM statesman.history h WHERE h.global_position > :after ORDER BY h.global_position LIMIT $READ_PAGE) f"
+  read_script "$DIR/read-rows.sql" "$READ_PART_PAGES" \
+    "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(f::text)) AS bytes FROM (SELECT h.* FROM statesman.history h WHERE h.global_position > :after ORDER BY h.global_position LIMIT $READ_PAGE) f"
+  read_script "$DIR/read-message.sql" "$READ_PART_PAGES" \
+    "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM ($msg, statesman._message($args) AS message $from) f"
+  read_script "$DIR/read-message_text.sql" "$READ_PART_PAGES" \
+    "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message)) AS bytes FROM ($msg, statesman._message_text($args) AS message $from) f"
+  read_script "$DIR/read-read_feed.sql" "$READ_PART_PAGES" \
+    "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM statesman.read_feed(:after, $READ_PAGE) f"
+  for ((r = 1; r <= READ_PART_RUNS; r++)); do
+    for step in "${READ_PART_STEPS[@]}"; do
+      read -r n secs rate <<<"$(timed_script "$DIR/read-$step.sql")"
+      [ "$n" -eq $(((READ_PART_PAGES + 1) * READ_PAGE)) ] || { say "bench: the read breakdown's $step step read $n records"; exit 1; }
+      READ_PARTS[$step]+="$rate "
+      say "  [read breakdown $r/$READ_PART_RUNS] $(printf '%-12s' "$step") $(fmt_int "$n") records in $secs s = $(fmt_int "$rate") records/s"
+    done
+  done
+}
+
 delivery_bench() {
   say "bench: delivery: restarting the cluster with the worker on (statesman.enabled) and track_commit_timestamp"
   psql_q -c "ALTER SYSTEM SET statesman.enabled = on" -c "ALTER SYSTEM SET track_commit_timestamp = on" >/dev/null
@@ -440,7 +522,9 @@ SQL
   read -r appended target <<<"$(psql_q -F ' ' -c "SELECT count(*), max(global_position) FROM statesman.history")"
   [ "$appended" -eq "$total" ] || { say "bench: the backlog holds $appended records, not $total"; exit 1; }
   say "  backlog: $(fmt_int "$total") records, all sequenced (head $target); VACUUM ANALYZE"
-  psql_q -c "VACUUM ANALYZE statesman.history" >/dev/null
+  psql_q -c "VACUUM ANALYZE statesman.history" -c "CHECKPOINT" >/dev/null
+  read_drains "$total"
+  read_breakdown "$total"
   for ((r = 1; r <= DRAIN_RUNS; r++)); do
     drain_run "$r" "$total" "$target"
   done
@@ -464,6 +548,8 @@ delivery_report() {
   echo "| measurement | result | target | met | notes |"
   echo "|---|---|---|---|---|"
   local med lo hi
+  read -r med lo hi <<<"$(stats "${READ_RATES[@]}")"
+  echo "| \`read_feed(after, $READ_PAGE)\` drain of the same $(fmt_int "$DRAIN_N")-record backlog, records/s, median (min–max) of $DRAIN_RUNS runs | $(fmt_cell "$med" "$lo" "$hi") | ≥ PgQ's drain (its table below) | $(if [ "${#PGQ_READ_RATES[@]}" -gt 0 ]; then verdict "$med" "$(stats "${PGQ_READ_RATES[@]}" | cut -d' ' -f1)"; else echo —; fi) | runs: $(printf '%s\n' "${READ_RATES[@]}" | while read -r x; do fmt_int "$x"; done | paste -sd ' ' | sed 's/ / · /g'); one session, one page per statement, each message rendered to text (≈ $READ_MSG_BYTES bytes) and counted; where the time goes: the table after this one |"
   read -r med lo hi <<<"$(stats "${DRAIN_RATES[@]}")"
   met=$(awk -v r="$med" 'BEGIN { print (r >= 100000) ? "yes" : "**no**" }')
   read -r e2e _ _ <<<"$(stats "${DRAIN_E2E[@]}")"
@@ -501,5 +587,40 @@ delivery_report() {
         echo "| lease round trips per 5 s at $(fmt_int "$LEASE_RATE") appends/s | $per5 | ≤ 10 | $met | $LEASE_TRIPS in $LEASE_WINDOW s at $(fmt_int "$tps") appends/s achieved; leader pid before/after: ${LEASE_PIDS/ / \/ } |"
         echo "| commit → sink latency in that window (hints on, \`synchronous_commit\` off), ms: p50 / p95 / p99 (max) | $p50 / $p95 / $p99 ($max) | informational | — | $(fmt_int "$n") records |" ;;
     esac
+  done
+  read_breakdown_report
+}
+
+# The read breakdown (read_breakdown) as a table: each step's rate, its cost per record, and
+# what it adds to the step before.
+read_breakdown_report() {
+  local step med lo hi us prev="" what msg_us="" runs
+  echo
+  echo "#### Where a \`read_feed\` page's time goes"
+  echo
+  echo "The first $(fmt_int $((READ_PART_PAGES + 1))) pages of $READ_PAGE records of the same backlog, read $READ_PART_RUNS times by each step in turn (one session, one page per statement, \`after\` carried from page to page, everything rendered to text and counted inside the server):"
+  echo
+  echo "| step | records/s, median (min–max) | µs per record | added by this step, µs per record |"
+  echo "|---|---|---|---|"
+  for step in "${READ_PART_STEPS[@]}"; do
+    case $step in
+      positions) what="the index scan of \`history_global_position\` alone: positions only" ;;
+      rows) what="+ the history rows (heap fetch), rendered to text" ;;
+      message) what="read_feed's query as plain SQL: + the roots join, the message id, \`_message\` (jsonb) rendered to text (instead of the row)" ;;
+      message_text) what="the same with \`_message_text\` (JSON text written directly, what the sinks outside the database send) instead of jsonb rendered to text" ;;
+      read_feed) what="\`read_feed\` itself: + PL/pgSQL, its sequencing check (\`sequence_feed\`), the result set it materializes" ;;
+    esac
+    read -r -a runs <<<"${READ_PARTS[$step]}"
+    read -r med lo hi <<<"$(stats "${runs[@]}")"
+    us=$(awk -v r="$med" 'BEGIN { printf "%.2f", 1e6 / r }')
+    if [ -z "$prev" ]; then
+      echo "| $what | $(fmt_cell "$med" "$lo" "$hi") | $us | $us |"
+    elif [ "$step" = read_feed ]; then
+      echo "| $what | $(fmt_cell "$med" "$lo" "$hi") | $us | $(awk -v a="$us" -v b="$msg_us" 'BEGIN { printf "%+.2f", a - b }') (over the \`message\` step) |"
+    else
+      echo "| $what | $(fmt_cell "$med" "$lo" "$hi") | $us | $(awk -v a="$us" -v b="$prev" 'BEGIN { printf "%+.2f", a - b }') (over the step before) |"
+    fi
+    [ "$step" = message ] && msg_us=$us
+    [ "$step" = message_text ] || prev=$us
   done
 }

@@ -82,42 +82,38 @@ SQL
 # The append rows against PgQ. Each statesman run is paired with the PgQ run of the same round
 # (the loop runs baseline, pgq, statesman, baseline, pgq, statesman, …).
 pgq_append_report() {
-  local sync s p b sm smin smax pm pmin pmax per raw pb rat_raw rat met sc pc i
+  local c sync s p sm smin smax pm pmin pmax per rat_raw pb sc pc
   echo
   echo "### Append vs PgQ \`pgq.insert_event\`"
   echo
-  echo "- PgQ $(psql_q -c "SELECT pgq.version()"), queue \`bench\` with one registered consumer and no ticker running (an insert does not wait for one); the same pgbench settings, runs and resets as the table above, in turn with them (baseline, PgQ, statesman in each round; a statesman run is paired with the PgQ run just before it); \`TRUNCATE\` of the queue's event tables before each run"
+  echo "- PgQ $(psql_q -c "SELECT pgq.version()"), queue \`bench\` with one registered consumer and no ticker running (an insert does not wait for one); the same pgbench settings, runs and resets as the table above, in turn with them (baseline, PgQ, statesman in each round; a statesman run is paired with the PgQ run of its round); \`TRUNCATE\` of the queue's event tables before each run"
   echo "- workload: \`SELECT pgq.insert_event('bench', 'acct/' || :id, (<payload>)::text)\`, the same payload expression as the other two (PgQ stores event data as text)"
   echo
-  echo "| measurement | synchronous_commit | statesman: median (min–max) | PgQ \`insert_event\`: median (min–max) | statesman ÷ PgQ: median of paired runs (each pair) | ratio of medians | target | met | PgQ ÷ bare INSERT, paired |"
-  echo "|---|---|---|---|---|---|---|---|---|"
-  for sync in on off; do
-    read -r -a s <<<"${TPS[$sync/statesman]}"
-    read -r -a p <<<"${TPS[$sync/pgq]}"
-    read -r -a b <<<"${TPS[$sync/baseline]}"
-    read -r sm smin smax <<<"$(stats "${s[@]}")"
-    read -r pm pmin pmax <<<"$(stats "${p[@]}")"
-    per=() raw=() pb=()
-    for ((i = 0; i < ${#s[@]}; i++)); do
-      per+=("$(ratio "${s[$i]}" "${p[$i]}")")
-      raw+=("$(awk -v a="${s[$i]}" -v b="${p[$i]}" 'BEGIN { printf "%.6f", a / b }')")
-      pb+=("$(awk -v a="${p[$i]}" -v b="${b[$i]}" 'BEGIN { printf "%.6f", a / b }')")
+  echo "| measurement | clients | synchronous_commit | statesman: median (min–max) | PgQ \`insert_event\`: median (min–max) | statesman ÷ PgQ: median of paired runs (each pair) | ratio of medians | target | met | PgQ ÷ bare INSERT, paired |"
+  echo "|---|---|---|---|---|---|---|---|---|---|"
+  for c in "${APPEND_CLIENTS[@]}"; do
+    for sync in on off; do
+      read -r -a s <<<"${TPS[$c/$sync/statesman]}"
+      read -r -a p <<<"${TPS[$c/$sync/pgq]}"
+      read -r sm smin smax <<<"$(stats "${s[@]}")"
+      read -r pm pmin pmax <<<"$(stats "${p[@]}")"
+      read -r rat_raw per <<<"$(paired_ratio "$c/$sync/statesman" "$c/$sync/pgq")"
+      read -r pb _ <<<"$(paired_ratio "$c/$sync/pgq" "$c/$sync/baseline")"
+      echo "| append, tx/s | $c | $sync | $(fmt_cell "$sm" "$smin" "$smax") | $(fmt_cell "$pm" "$pmin" "$pmax") | $(printf '%.2f' "$rat_raw")× ($per) | $(ratio "$sm" "$pm")× | ≥ 1.00× | $(verdict "$rat_raw" 1.0) | $(printf '%.2f' "$pb")× |"
     done
-    rat_raw=$(stats "${raw[@]}" | cut -d' ' -f1)
-    rat=$(printf '%.2f' "$rat_raw")
-    met=$(awk -v r="$rat_raw" 'BEGIN { print (r >= 1.0) ? "yes" : "**no**" }')
-    echo "| append, tx/s | $sync | $(fmt_cell "$sm" "$smin" "$smax") | $(fmt_cell "$pm" "$pmin" "$pmax") | ${rat}× ($(pgq_list "${per[@]}")) | $(ratio "$sm" "$pm")× | ≥ 1.00× | $met | $(printf '%.2f' "$(stats "${pb[@]}" | cut -d' ' -f1)")× |"
   done
-  for sync in on off; do
-    read -r -a s <<<"${CPU[$sync/statesman]}"
-    read -r -a p <<<"${CPU[$sync/pgq]}"
-    read -r -a sc <<<"$(stats "${s[@]}")"
-    read -r -a pc <<<"$(stats "${p[@]}")"
-    echo "| CPU per transaction (server and pgbench), µs, median (min–max) | $sync | $(fmt_cell "${sc[@]}") | $(fmt_cell "${pc[@]}") | — | — | informational | — | — |"
+  for c in "${APPEND_CLIENTS[@]}"; do
+    for sync in on off; do
+      read -r -a s <<<"${CPU[$c/$sync/statesman]}"
+      read -r -a p <<<"${CPU[$c/$sync/pgq]}"
+      read -r -a sc <<<"$(stats "${s[@]}")"
+      read -r -a pc <<<"$(stats "${p[@]}")"
+      echo "| CPU per transaction (server and pgbench), µs, median (min–max) | $c | $sync | $(fmt_cell "${sc[@]}") | $(fmt_cell "${pc[@]}") | — | — | informational | — | — |"
+    done
   done
   read -r -a s <<<"${WAL[statesman]}"
   read -r -a p <<<"${WAL[pgq]}"
-  echo "| WAL per transaction, bytes (median of all runs) | on and off | $(fmt_int "$(stats "${s[@]}" | cut -d' ' -f1)") | $(fmt_int "$(stats "${p[@]}" | cut -d' ' -f1)") | — | — | informational | — | — |"
+  echo "| WAL per transaction, bytes (median of all runs) | all | on and off | $(fmt_int "$(stats "${s[@]}" | cut -d' ' -f1)") | $(fmt_int "$(stats "${p[@]}" | cut -d' ' -f1)") | — | — | informational | — | — |"
 }
 
 # ---- pgqd ----
@@ -452,7 +448,7 @@ pgq_list() {
 }
 
 pgq_report() {
-  local med lo hi label n p50 p95 p99 max txlat tps ticks tail s met sp50 sp95 sp99 smax
+  local med lo hi label n p50 p95 p99 max txlat tps ticks tail s met sp50 sp95 sp99 smax runs
   echo
   echo "### PgQ: drain and commit → consumer latency"
   echo
@@ -465,13 +461,16 @@ pgq_report() {
   echo
   echo "| measurement | PgQ: result | statesman | target | met | notes |"
   echo "|---|---|---|---|---|---|"
+  # statesman's counterparts, when the parts that measure them ran: the read_feed drains and
+  # the drains to the `table` sink of the delivery part's backlog (scripts/bench-delivery.sh).
+  s="—" met="—"
   read -r med lo hi <<<"$(stats "${PGQ_READ_RATES[@]}")"
-  # statesman's counterparts, when the parts that measure them ran: the read_feed drain of the
-  # append part's backlog, and the drains to the `table` sink (scripts/bench-delivery.sh).
-  s="—"
-  [ -n "${DRAIN_RATE:-}" ] && s="$(fmt_int "$DRAIN_RATE") (\`read_feed\` of $(fmt_int "${DRAINED:-0}") records, the append part's backlog)"
-  read -r med lo hi <<<"$(stats "${PGQ_READ_RATES[@]}")"
-  echo "| drain of $(fmt_int "$PGQ_DRAIN_N") events in batches of $PGQ_BATCH, *read*, events/s, median (min–max) of $PGQ_DRAIN_RUNS | $(fmt_cell "$med" "$lo" "$hi") | $s | \`read_feed\` ≥ PgQ | — | runs: $(pgq_list "${PGQ_READ_RATES[@]}") |"
+  if [ "${#READ_RATES[@]}" -gt 0 ]; then
+    read -r -a runs <<<"$(stats "${READ_RATES[@]}")"
+    s="$(fmt_cell "${runs[@]}") (\`read_feed\`, $(fmt_int "${DRAIN_N:-0}") records)"
+    met=$(verdict "${runs[0]}" "$med")
+  fi
+  echo "| drain of $(fmt_int "$PGQ_DRAIN_N") events in batches of $PGQ_BATCH, *read*, events/s, median (min–max) of $PGQ_DRAIN_RUNS | $(fmt_cell "$med" "$lo" "$hi") | $s | \`read_feed\` ≥ PgQ | $met | runs: $(pgq_list "${PGQ_READ_RATES[@]}") |"
   s="—"
   # shellcheck disable=SC2153  # DRAIN_RATES and DRAIN_N come from scripts/bench-delivery.sh
   if declare -p DRAIN_RATES >/dev/null 2>&1 && [ "${#DRAIN_RATES[@]}" -gt 0 ]; then
@@ -482,14 +481,18 @@ pgq_report() {
   echo "| drain of $(fmt_int "$PGQ_DRAIN_N") events in batches of $PGQ_BATCH, *table*, events/s, median (min–max) of $PGQ_DRAIN_RUNS | $(fmt_cell "$med" "$lo" "$hi") | $s | informational | — | runs: $(pgq_list "${PGQ_TABLE_RATES[@]}") |"
   for label in "pgqd defaults" "pgqd fastest"; do
     read -r n p50 p95 p99 max txlat tps ticks tail <<<"${PGQ_LAT[$label]}"
-    # statesman's counterpart: hints off (it polls, like PgQ at its defaults) against the
-    # defaults; hints on against PgQ at its fastest. Below at every percentile is "met".
-    if [ "$label" = "pgqd defaults" ]; then s="hints off"; else s="hints on"; fi
-    if [ -n "${LAT[$s]:-}" ]; then
-      read -r _ sp50 sp95 sp99 smax _ <<<"${LAT[$s]}"
+    # statesman's counterpart: as it runs by default (hints on), below PgQ at every percentile
+    # is "met"; at PgQ's defaults, statesman with hints off (it polls, like PgQ) is shown too.
+    if [ -n "${LAT[hints on]:-}" ]; then
+      read -r _ sp50 sp95 sp99 smax _ <<<"${LAT[hints on]}"
       met=$(awk -v a="$sp50" -v b="$sp95" -v c="$sp99" -v x="$p50" -v y="$p95" -v z="$p99" \
             'BEGIN { print (a < x && b < y && c < z) ? "yes" : "**no**" }')
-      s="$s: $sp50 / $sp95 / $sp99 ($smax)"
+      s="hints on: $sp50 / $sp95 / $sp99 ($smax)"
+      if [ "$label" = "pgqd defaults" ] && [ -n "${LAT[hints off]:-}" ]; then
+        read -r _ sp50 sp95 sp99 smax _ <<<"${LAT[hints off]}"
+        s="$s; hints off: $sp50 / $sp95 / $sp99 ($smax), $(awk -v a="$sp50" -v b="$sp99" -v x="$p50" -v z="$p99" \
+            'BEGIN { printf "%s PgQ at p50, %s at p99", (a < x) ? "below" : "not below", (b < z) ? "below" : "not below" }')"
+      fi
     else
       met="—"; s="—"
     fi

@@ -36,7 +36,7 @@ STEADY_RELS=(statesman.history statesman.delivered statesman.cursors statesman.o
 STEADY_SAMPLES=()    # "elapsed head cursor lag_records lag_ms pid vmrss_kb anon_kb" per sample
 declare -A STEADY_SIZE_START STEADY_SIZE_END   # [rel]="heap_bytes index_bytes dead_tuples autovacuums"
 declare -A STEADY_ROWS   # [rel]=rows at the end of the run
-STEADY_LAT="" STEADY_TPS=0 STEADY_TXLAT="" STEADY_SCHED_LAG="" STEADY_N=0 STEADY_PIDS=""
+STEADY_LAT="" STEADY_THIRDS="" STEADY_TPS=0 STEADY_TXLAT="" STEADY_SCHED_LAG="" STEADY_N=0 STEADY_PIDS=""
 
 # "heap index dead autovacuums" of each relation, one line per relation, in STEADY_RELS order.
 steady_sizes() {
@@ -171,6 +171,16 @@ steady_bench() {
           WHERE d.global_position > $STEADY_HEAD0 AND d.global_position <= $pos1) x")
   STEADY_LAT=$row
   STEADY_N=${row%% *}
+  # The same per third of the run (records in position order): "p50/p99" of each third, so
+  # that the report can give the median of three with its min and max, and show a trend.
+  STEADY_THIRDS=$(psql_q -F '/' -c "
+    SELECT round(percentile_cont(0.50) WITHIN GROUP (ORDER BY ms)::numeric, 1),
+           round(percentile_cont(0.99) WITHIN GROUP (ORDER BY ms)::numeric, 1)
+    FROM (SELECT ntile(3) OVER (ORDER BY d.global_position) AS third,
+                 extract(epoch FROM pg_xact_commit_timestamp(d.xmin) - h.occurred_at) * 1000 AS ms
+          FROM statesman.delivered d JOIN statesman.history h ON h.global_position = d.global_position
+          WHERE d.global_position > $STEADY_HEAD0 AND d.global_position <= $pos1) x
+    GROUP BY third ORDER BY third" | paste -sd ' ')
   for rel in "${STEADY_RELS[@]}"; do
     STEADY_ROWS[$rel]=$(psql_q -c "SELECT count(*) FROM $rel")
   done
@@ -207,6 +217,7 @@ steady_report() {
   echo "| measurement | result | notes |"
   echo "|---|---|---|"
   echo "| commit → sink latency, ms: p50 / p95 / p99 (max) | $p50 / $p95 / $p99 ($max) | every record of the run |"
+  echo "| commit → sink latency per third of the run, ms: p99 median (min–max) | $(steady_thirds_p99) | p50/p99 of each third: ${STEADY_THIRDS// / · } |"
   echo "| lag in the samples, records: p99 (max) | $(fmt_int "$lagr") ($(fmt_int "$lagr_max")) | committed, not delivered yet (without a position, or past the cursor) |"
   echo "| lag in the samples, ms: p99 (max) | $lags ($lags_max) | age of the oldest of them |"
   echo "| dispatcher memory, MB: private (\`RssAnon\`) at start → end | $(awk -v a="$anon0" -v b="$anon1" 'BEGIN { printf "%.1f → %.1f", a / 1024, b / 1024 }') | growth $(awk -v g="$growth" 'BEGIN { printf "%+.1f", g / 1024 }') MB; no growth (≤ 1 MB): $met |"
@@ -230,4 +241,10 @@ steady_report() {
 # "123 kB" below 1 MB, "12.3 MB" above.
 steady_size() {
   awk -v b="$1" 'BEGIN { if (b < 1048576) printf "%d kB", b / 1024; else printf "%.1f MB", b / 1048576 }'
+}
+# "median (min–max)" of the p99s of the run's thirds (STEADY_THIRDS: "p50/p99 p50/p99 p50/p99").
+steady_thirds_p99() {
+  local t p99s=()
+  for t in $STEADY_THIRDS; do p99s+=("${t#*/}"); done
+  stats "${p99s[@]}" | awk '{ printf "%s (%s–%s)", $1, $2, $3 }'
 }
