@@ -27,6 +27,56 @@ COMMENT ON FUNCTION statesman._store_restore() IS
 CREATE TRIGGER store_restore BEFORE INSERT ON statesman.store
     FOR EACH ROW EXECUTE FUNCTION statesman._store_restore();
 
+-- sequence_feed: its plan no longer depends on statistics.
+CREATE OR REPLACE FUNCTION statesman.sequence_feed(max_records integer DEFAULT 10000) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET plan_cache_mode = force_generic_plan
+    AS $$
+DECLARE
+    sequenced bigint;
+BEGIN
+    PERFORM statesman._require(max_records, 'max_records');
+    IF max_records < 1 THEN
+        RAISE EXCEPTION 'max_records must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Under REPEATABLE READ or SERIALIZABLE the snapshot predates the lock, so rows sequenced
+    -- by the previous run would look unsequenced and the UPDATE would fail.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'statesman.sequence_feed() must run at READ COMMITTED isolation'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(1398033743, 0) THEN
+        RETURN statesman.head_position();   -- another session is sequencing right now
+    END IF;
+
+    WITH todo AS MATERIALIZED (
+        SELECT h.ctid AS tid FROM statesman.history h
+        WHERE h.global_position IS NULL
+        ORDER BY h.id
+        LIMIT max_records
+    ), numbered AS MATERIALIZED (
+        SELECT t.tid, pg_catalog.nextval('statesman.feed_position_seq'::regclass) AS pos FROM todo t
+    )
+    UPDATE statesman.history h SET global_position = n.pos
+    FROM numbered n
+    WHERE h.ctid = n.tid;
+    GET DIAGNOSTICS sequenced = ROW_COUNT;
+
+    IF sequenced > 0 THEN
+        -- Readers may act on these positions as soon as this transaction ends: make the end
+        -- durable, so that a crash cannot hand the same positions to other records.
+        PERFORM set_config('synchronous_commit', 'on', true);
+        -- A wake-up hint for whoever listens; sent by the sequencer, never by appends.
+        PERFORM pg_notify('statesman', statesman.head_position()::text);
+    END IF;
+    RETURN statesman.head_position();
+END
+$$;
 CREATE OR REPLACE FUNCTION statesman.read_feed(
     after bigint DEFAULT NULL, max_records integer DEFAULT 1000, root text DEFAULT NULL)
     RETURNS TABLE (global_position bigint, message_id text, address text, revision bigint,

@@ -504,11 +504,18 @@ COMMENT ON FUNCTION statesman.head_position() IS
 -- below a position that a reader has already seen. Per-address order holds because revision
 -- r+1 is inserted (larger id) only after revision r's transaction ended, so r is visible to
 -- every snapshot that sees r+1.
+-- Its plan never depends on statistics (the SET clauses): the partial index on unsequenced
+-- records, in id order, then each row by its ctid, planned once per session. Statistics taken
+-- while a backlog waited (every global_position NULL) otherwise made each run plan afresh and
+-- tripled the database worker's CPU until the next ANALYZE.
 CREATE FUNCTION statesman.sequence_feed(max_records integer DEFAULT 10000) RETURNS bigint
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     SET enable_hashjoin = off
     SET enable_mergejoin = off
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET plan_cache_mode = force_generic_plan
     AS $$
 DECLARE
     sequenced bigint;
