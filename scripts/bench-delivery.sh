@@ -40,16 +40,16 @@ DRAIN_BATCH=100          # records per backlog transaction
 CATCH_UP_TIMEOUT=300     # seconds delivery may trail the writers before the bench gives up
 
 # Results, filled in by delivery_bench.
-declare -A LAT            # LAT[label]="n p50 p95 p99 max pub_p50 pub_p99 tx_latency_ms achieved_tps sync"
+declare -A LAT=()         # LAT[label]="n p50 p95 p99 max pub_p50 pub_p99 tx_latency_ms achieved_tps sync"
 DRAIN_RATES=() DRAIN_E2E=() DRAIN_START=() DRAIN_HWM=() DRAIN_ANON=() DRAIN_PIDS=()
-declare -A SINK_RATES SINK_E2E  # [redis|postgres]="rate rate …"
+declare -A SINK_RATES=() SINK_E2E=()  # [redis|postgres]="rate rate …"
 REDIS_DIR="" REDIS_PORT="" REMOTE_DIR="" REMOTE_PORT="" XADD_RATES=() XADD_BYTES=0 MSG_AVG=0
 DRAIN_N=0 LEASE_TRIPS=0 LEASE_WINDOW=0 LEASE_PIDS="" LEASE_BEFORE="" LEASE_AFTER=""
 READ_RATES=() READ_MSG_BYTES=0   # the read_feed drains of the backlog
 READ_PAGE=1000                   # records per read_feed page
 READ_PART_PAGES=200              # pages of each step of the read breakdown
 READ_PART_RUNS=3
-declare -A READ_PARTS            # [step]="rate rate …", the read breakdown
+declare -A READ_PARTS=()         # [step]="rate rate …", the read breakdown
 READ_PART_STEPS=(positions rows message message_text read_feed)
 
 # windows_median TABLE LABEL W: TABLE[LABEL] (an associative array of space-separated figures,

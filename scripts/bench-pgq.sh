@@ -51,7 +51,7 @@ PGQ_CATCH_UP_TIMEOUT=300  # seconds the consumer may trail the writers before th
 PGQ_TRUNCATE=""
 PGQ_DRAIN_N=0 PGQ_DRAIN_BATCHES=0 PGQ_LOAD_RATE=0 PGQ_EVENT_BYTES=0
 PGQ_READ_RATES=() PGQ_TABLE_RATES=()
-declare -A PGQ_LAT        # PGQ_LAT[label]="n p50 p95 p99 max tx_latency_ms achieved_tps ticks tail_max"
+declare -A PGQ_LAT=()     # PGQ_LAT[label]="n p50 p95 p99 max tx_latency_ms achieved_tps ticks tail_max"
 PGQD_PIDFILE=""
 
 # ---- the append workload ----

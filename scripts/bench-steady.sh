@@ -34,8 +34,8 @@ STEADY_RELS=(statesman.history statesman.delivered statesman.cursors statesman.o
 
 # Results, filled in by steady_bench.
 STEADY_SAMPLES=()    # "elapsed head cursor lag_records lag_ms pid vmrss_kb anon_kb" per sample
-declare -A STEADY_SIZE_START STEADY_SIZE_END   # [rel]="heap_bytes index_bytes dead_tuples autovacuums"
-declare -A STEADY_ROWS   # [rel]=rows at the end of the run
+declare -A STEADY_SIZE_START=() STEADY_SIZE_END=()   # [rel]="heap_bytes index_bytes dead_tuples autovacuums"
+declare -A STEADY_ROWS=()   # [rel]=rows at the end of the run
 STEADY_LAT="" STEADY_THIRDS="" STEADY_TPS=0 STEADY_TXLAT="" STEADY_SCHED_LAG="" STEADY_N=0 STEADY_PIDS=""
 
 # "heap index dead autovacuums" of each relation, one line per relation, in STEADY_RELS order.
