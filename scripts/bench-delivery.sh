@@ -413,7 +413,7 @@ read_drains() {
 #                 message built by statesman._message as jsonb), the message rendered to text
 #   message_text  the same with statesman._message_text (the JSON text written directly, as
 #                 for the sinks outside the database) instead of jsonb rendered to text
-#   read_feed     read_feed itself (PL/pgSQL, its sequencing check, the set it returns)
+#   read_feed     read_feed itself (PL/pgSQL, its checks, the set it returns)
 read_breakdown() {
   local total=$1 store epoch from msg args step r n secs rate
   # A smaller backlog (BENCH_DRAIN_RECORDS) gets fewer pages: each step reads pages that exist.
@@ -608,7 +608,7 @@ read_breakdown_report() {
       rows) what="+ the history rows (heap fetch), rendered to text" ;;
       message) what="read_feed's query as plain SQL: + the roots join, the message id, \`_message\` (jsonb) rendered to text (instead of the row)" ;;
       message_text) what="the same with \`_message_text\` (JSON text written directly, what the sinks outside the database send) instead of jsonb rendered to text" ;;
-      read_feed) what="\`read_feed\` itself: + PL/pgSQL, its sequencing check (\`sequence_feed\`), the result set it materializes" ;;
+      read_feed) what="\`read_feed\` itself: + PL/pgSQL, its checks (the head it reads up to; \`sequence_feed\` only when a page is short), the result set it materializes" ;;
     esac
     read -r -a runs <<<"${READ_PARTS[$step]}"
     read -r med lo hi <<<"$(stats "${runs[@]}")"
