@@ -12,6 +12,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
+#include "storage/pmsignal.h"
 #include "storage/ipc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -84,7 +85,9 @@ class SinkHandle {
     const sink::SinkType *type = sink::FindSink(s.sink);
     if (type == nullptr)
       throw Error("0A000", "statesman: outbox \"" + s.outbox_id + "\": sink \"" + s.sink + "\" is not supported");
-    if (!type->in_database && (sink_ == nullptr || s.sink != name_ || s.sink_options != options_)) {
+    if (type->in_database) {
+      sink_.reset();  // a sink outside the database that the outbox left: close its connection
+    } else if (sink_ == nullptr || s.sink != name_ || s.sink_options != options_) {
       sink_ = type->open(s.sink_options);
       name_ = s.sink;
       options_ = s.sink_options;
@@ -117,13 +120,28 @@ struct SinkCall {
 };
 
 // The next page, read while the sink works on the current one: its bounds and messages. Used
-// only when the next page turns out to have exactly these bounds (the cursor moved to `after`
-// and nothing else changed); records never change once they have a position.
+// only when the next page turns out to have exactly these bounds (the cursor moved to `after`)
+// and the outbox's row is still the version it was read under (an alter_outbox in between may
+// have changed the root filter or the envelope that built the messages); records never change
+// once they have a position.
 struct ReadAhead {
   bool valid = false;
   Value after, last;
+  std::string version;
   std::vector<sink::Message> page;
 };
+
+// A publish that ended because this process must stop (SIGTERM, a cancel, the postmaster's
+// death) is not a failed delivery: stop here, before anything of it is recorded; the page's
+// transaction rolls back.
+void StopIfRequested() {
+  if (!StopRequested()) return;
+  Call([] {
+    CHECK_FOR_INTERRUPTS();
+    if (!PostmasterIsAlive())
+      ereport(FATAL, (errcode(ERRCODE_ADMIN_SHUTDOWN), errmsg("statesman: the postmaster died during a sink call")));
+  });
+}
 
 // Rows of (global_position, message_id, message) as sink messages.
 std::vector<sink::Message> ToMessages(std::vector<Row> rows) {
@@ -144,7 +162,8 @@ std::vector<sink::Message> ToMessages(std::vector<Row> rows) {
 // the cursor moves, in the same transaction.
 Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, ReadAhead &ahead) {
   std::vector<Row> head = Query(
-      "SELECT p.status, p.after, p.last_position, p.read, p.matching, p.full_page FROM statesman._open_page($1) p",
+      "SELECT p.status, p.after, p.last_position, p.read, p.matching, p.full_page, "
+      "  (SELECT o.xmin::text FROM statesman.outboxes o WHERE o.outbox_id = $1) FROM statesman._open_page($1) p",
       {outbox_id});
   if (head.empty()) throw Error("XX000", "statesman: statesman._open_page returned no row");
   const Row &h = head[0];
@@ -160,7 +179,7 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
   int64 published = 0, deduplicated = 0;
   if (ToInt(h[4]) > 0) {
     std::vector<sink::Message> page;
-    if (ahead.valid && ahead.after == h[1] && ahead.last == h[2])
+    if (ahead.valid && ahead.after == h[1] && ahead.last == h[2] && ahead.version == h[6])
       page = std::move(ahead.page);
     else
       page = ToMessages(Query(
@@ -172,7 +191,9 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
     // A full page: more follows at once. Read it now, while the sink works.
     if (h[5] == "t") {
       std::vector<Row> next = Query(
-          "SELECT p.status, p.after, p.last_position, p.matching FROM statesman._open_page($1, $2::bigint) p",
+          "SELECT p.status, p.after, p.last_position, p.matching, "
+          "  (SELECT o.xmin::text FROM statesman.outboxes o WHERE o.outbox_id = $1) "
+          "FROM statesman._open_page($1, $2::bigint) p",
           {outbox_id, h[2]});
       if (!next.empty() && next[0][0] == "ready" && ToInt(next[0][3]) > 0) {
         ahead.page = ToMessages(Query(
@@ -180,11 +201,13 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
             {outbox_id, next[0][1], next[0][2]}));
         ahead.after = next[0][1];
         ahead.last = next[0][2];
+        ahead.version = next[0][4].value_or("");
         ahead.valid = true;
       }
     }
     sink::Outcome o = call.Finish();
     if (!o.ok) {
+      StopIfRequested();
       ahead.valid = false;
       ahead.page.clear();
       result[0] = "failed";
@@ -220,6 +243,7 @@ Row RedeliverExternalPage(const std::string &outbox_id, const SinkCall &call) {
   for (const sink::Message &m : page) positions += (positions.size() > 1 ? "," : "") + std::to_string(m.position);
   positions += "}";
   sink::Outcome o = call.Publish(page);
+  if (!o.ok) StopIfRequested();
   QueryValue("SELECT statesman._requeued_outcome($1, $2::bigint[], $3::boolean, $4::bigint, $5::bigint, $6)",
              {outbox_id, positions, std::string(o.ok ? "t" : "f"), std::to_string(o.published),
               std::to_string(o.deduplicated), o.ok ? Value() : Value(o.error)});
@@ -257,16 +281,24 @@ Row DeliverPage(const char *function, const std::string &outbox_id) {
 CycleOutcome RunCycle(const OutboxSettings &s, SinkHandle &handle, const std::function<int64()> &deadline_ms,
                       const std::function<bool()> &between_pages, bool in_worker) {
   CycleOutcome out;
-  const sink::SinkType &type = handle.Use(s);
-  SinkCall call{handle.Get(), deadline_ms};
+  // s may be reloaded by between_pages(): the sink is looked up again for every page, so a
+  // changed sink or options take effect within the drain (Use reopens only on a change).
+  const sink::SinkType *type = nullptr;
+  SinkCall call{nullptr, deadline_ms};
+  auto use = [&] {
+    type = &handle.Use(s);
+    call.sink = handle.Get();
+  };
   ReadAhead ahead;
   auto redeliver = [&] {
-    return type.in_database ? DeliverPage("statesman._redeliver_table_page", s.outbox_id)
-                            : RedeliverExternalPage(s.outbox_id, call);
+    use();
+    return type->in_database ? DeliverPage("statesman._redeliver_table_page", s.outbox_id)
+                             : RedeliverExternalPage(s.outbox_id, call);
   };
   auto deliver = [&] {
-    return type.in_database ? DeliverPage("statesman._deliver_table_page", s.outbox_id)
-                            : DeliverExternalPage(s.outbox_id, call, ahead);
+    use();
+    return type->in_database ? DeliverPage("statesman._deliver_table_page", s.outbox_id)
+                             : DeliverExternalPage(s.outbox_id, call, ahead);
   };
 
   // Dead letters queued by statesman.redeliver().
