@@ -519,6 +519,7 @@ CREATE FUNCTION statesman.sequence_feed(max_records integer DEFAULT 10000) RETUR
     AS $$
 DECLARE
     sequenced bigint;
+    head bigint;
 BEGIN
     PERFORM statesman._require(max_records, 'max_records');
     IF max_records < 1 THEN
@@ -547,14 +548,15 @@ BEGIN
     WHERE h.ctid = n.tid;
     GET DIAGNOSTICS sequenced = ROW_COUNT;
 
+    head := statesman.head_position();
     IF sequenced > 0 THEN
         -- Readers may act on these positions as soon as this transaction ends: make the end
         -- durable, so that a crash cannot hand the same positions to other records.
         PERFORM set_config('synchronous_commit', 'on', true);
         -- A wake-up hint for whoever listens; sent by the sequencer, never by appends.
-        PERFORM pg_notify('statesman', statesman.head_position()::text);
+        PERFORM pg_notify('statesman', head::text);
     END IF;
-    RETURN statesman.head_position();
+    RETURN head;
 END
 $$;
 COMMENT ON FUNCTION statesman.sequence_feed(integer) IS
@@ -624,7 +626,7 @@ BEGIN
     IF NOT statesman._in_transaction_block()
        AND current_setting('transaction_isolation') = 'read committed'
        AND current_setting('transaction_read_only') = 'off' THEN
-        SELECT COALESCE(max(h.global_position), 0) INTO v_upto FROM statesman.history h;
+        v_upto := COALESCE(statesman.head_position(), 0);
     END IF;
 
     SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch
