@@ -42,7 +42,6 @@ struct Budget {
   std::function<bool()> cancelled;
 
   static constexpr std::chrono::milliseconds kCancelCheck{100};
-  bool Expired() const { return Clock::now() >= deadline; }
 };
 
 class Sink {
