@@ -24,6 +24,7 @@ use warnings;
 
 use FindBin;
 use lib $FindBin::RealBin;
+use Statesman::Node qw(statesman_node wait_for outbox_status);
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -37,38 +38,11 @@ my $redis    = Statesman::Redis->start(password => $password);
 my $port     = $redis->port;
 note "redis-server pid " . $redis->pid . " on 127.0.0.1:$port";
 
-my $node = PostgreSQL::Test::Cluster->new('redis_sink');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'statesman'
-statesman.naptime = '1s'
-max_worker_processes = 16
 # The test looks for the password in what statesman says. PostgreSQL's own
 # statement logging would show the create_outbox calls that carry it.
-log_statement = none
-log_min_error_statement = panic
-});
-$node->start;
+my $node = statesman_node('redis_sink', "log_statement = none\nlog_min_error_statement = panic\n");
 
 sub query { return $node->safe_psql('postgres', $_[0]); }
-
-sub wait_for
-{
-	my ($sql, $what) = @_;
-	ok($node->poll_query_until('postgres', $sql), $what)
-	  or BAIL_OUT("gave up waiting: $what");
-}
-
-# Columns of one outbox's row in statesman.outbox_status.
-sub status
-{
-	my ($outbox, @columns) = @_;
-	my @values = split /\|/,
-	  query("SELECT " . join(', ', map { "s.$_" } @columns)
-		  . " FROM statesman.outbox_status s WHERE s.outbox_id = '$outbox'"), -1;
-	return wantarray ? @values : $values[0];
-}
 
 # Sink options as a JSON literal for SQL (the password has a quote: JSON-escaped).
 my $json = JSON::PP->new->canonical;
@@ -177,7 +151,7 @@ query(qq{SELECT statesman.append('main', 'k' || (i % 300), jsonb_build_object('i
 query(qq{SELECT statesman.append('main', 'k' || (i % 300), jsonb_build_object('i', i, 'text', 'é "q" \\n'))
 	FROM generate_series($n / 2 + 1, $n) i});
 my $t0 = time;
-wait_for(
+wait_for($node,
 	qq{SELECT cursor_position = head_position AND published_total = $n
 	   FROM statesman.outbox_status WHERE outbox_id = 'main'},
 	"main: the outbox published $n records");
@@ -188,7 +162,7 @@ no_problems($problems,
 	'main: one entry per record, id {globalPosition}-0, its messageId and its message, nothing else');
 is($redis->command('SELECT', 0) . $redis->command('EXISTS', 'st:main') . $redis->command('SELECT', 3),
 	'OK0OK', 'main: nothing was written to db 0');
-is_deeply([ status('main', qw(state attempts deduplicated_total skipped_total)) ],
+is_deeply([ outbox_status($node, 'main', qw(state attempts deduplicated_total skipped_total)) ],
 	[ 'leading', 0, 0, 0 ], 'main: leading, no failures, nothing deduplicated or skipped');
 
 # ---------------------------------------------------------------------------
@@ -198,10 +172,10 @@ my $before = join "\n", map { $_->[0] . ' ' . $json->encode($_->[1]) } $redis->s
 query(
 	qq{SELECT statesman.create_outbox('again', 'redis', $main_options, root => 'main',
 	       batch_size => 500, poll_interval => '200 ms', lease_ttl => '6 s', max_retry_delay => '1 s')});
-wait_for(
+wait_for($node,
 	q{SELECT cursor_position = head_position FROM statesman.outbox_status WHERE outbox_id = 'again'},
 	'again: the second outbox went through the whole feed');
-is_deeply([ status('again', qw(published_total deduplicated_total attempts)) ],
+is_deeply([ outbox_status($node, 'again', qw(published_total deduplicated_total attempts)) ],
 	[ 0, $n, 0 ], "again: 0 published, all $n deduplicated, no failure");
 my $after = join "\n", map { $_->[0] . ' ' . $json->encode($_->[1]) } $redis->stream_entries('st:main');
 ok($after eq $before, 'again: the stream is unchanged, entry for entry');
@@ -223,9 +197,9 @@ is(scalar @c, 3, 'conflict: three records at positions ' . join(', ', map { $_->
 $redis->command('XADD', 'st:conflict', "$c[0][0]-0", 'messageId', $c[0][1], 'message', $c[0][2]);
 $redis->command('XADD', 'st:conflict', "$c[1][0]-0", 'messageId', 'elsewhere/other#1', 'message', '{}');
 query(q{SELECT statesman.resume_outbox('conflict')});
-wait_for(q{SELECT attempts >= 3 FROM statesman.outbox_status WHERE outbox_id = 'conflict'},
+wait_for($node, q{SELECT attempts >= 3 FROM statesman.outbox_status WHERE outbox_id = 'conflict'},
 	'conflict: the page fails again and again');
-my ($state, $error, $cursor) = status('conflict', qw(state last_error cursor_position));
+my ($state, $error, $cursor) = outbox_status($node, 'conflict', qw(state last_error cursor_position));
 is($state, 'backing_off', 'conflict: backing_off');
 like($error, qr/^redis sink 127\.0\.0\.1:$port: /, 'conflict: the error names the redis server');
 like($error, qr/position $c[1][0] \(messageId "\Q$c[1][1]\E"\).*holds messageId "elsewhere\/other#1"/,
@@ -235,7 +209,7 @@ is_deeply([ map { $_->[0] . ' ' . $_->[1]{messageId} } $redis->stream_entries('s
 	[ "$c[0][0]-0 $c[0][1]", "$c[1][0]-0 elsewhere/other#1", "$c[2][0]-0 $c[2][1]" ],
 	'conflict: the foreign entry is left alone (the third record, above the top, was added)');
 $redis->command('DEL', 'st:conflict');
-wait_for(
+wait_for($node,
 	q{SELECT cursor_position = head_position AND attempts = 0
 	  FROM statesman.outbox_status WHERE outbox_id = 'conflict'},
 	'conflict: once the stream is cleared, the page is delivered');
@@ -251,9 +225,9 @@ query(
 	       '{"port": $port, "password": "$wrong", "stream": "badauth", "timeout_ms": 2000}',
 	       root => 'badauth', poll_interval => '200 ms', max_retry_delay => '500 ms')});
 query(q{SELECT statesman.append('badauth', 'a', '{}')});
-wait_for(q{SELECT attempts >= 2 FROM statesman.outbox_status WHERE outbox_id = 'badauth'},
+wait_for($node, q{SELECT attempts >= 2 FROM statesman.outbox_status WHERE outbox_id = 'badauth'},
 	'badauth: the outbox fails');
-like(status('badauth', 'last_error'), qr/^redis sink 127\.0\.0\.1:$port: AUTH failed: WRONGPASS/,
+like(outbox_status($node, 'badauth', 'last_error'), qr/^redis sink 127\.0\.0\.1:$port: AUTH failed: WRONGPASS/,
 	'badauth: last_error says AUTH failed');
 my $status_text = query('SELECT s::text FROM statesman.outbox_status s');
 unlike($status_text, qr/\Q$wrong\E/, 'badauth: the wrong password is not in outbox_status');
@@ -266,19 +240,19 @@ query(q{SELECT statesman.drop_outbox('badauth')});
 $redis->stop;
 my $t_down = time;
 query(q{SELECT statesman.append('main', 'down-' || i, jsonb_build_object('i', i)) FROM generate_series(1, 300) i});
-wait_for(
+wait_for($node,
 	q{SELECT state = 'backing_off' AND attempts >= 2 FROM statesman.outbox_status WHERE outbox_id = 'main'},
 	'stopped: main backs off while redis is down');
-like(status('main', 'last_error'), qr/^redis sink 127\.0\.0\.1:$port: cannot connect: Connection refused$/,
+like(outbox_status($node, 'main', 'last_error'), qr/^redis sink 127\.0\.0\.1:$port: cannot connect: Connection refused$/,
 	'stopped: last_error says the connection was refused');
 query(q{SELECT statesman.append('main', 'down-more-' || i, '{}') FROM generate_series(1, 200) i});
 my $down_for = 4;
 usleep(1e6 * ($t_down + $down_for - time)) if time < $t_down + $down_for;
-my $attempts_down = status('main', 'attempts');
+my $attempts_down = outbox_status($node, 'main', 'attempts');
 $redis->start_again;
 my $t_up = time;
 note sprintf('stopped: redis was down %.1f s; main failed %d times', $t_up - $t_down, $attempts_down);
-wait_for(
+wait_for($node,
 	q{SELECT cursor_position = head_position AND attempts = 0
 	  FROM statesman.outbox_status WHERE outbox_id = 'main'},
 	'stopped: main delivers once redis is back');
@@ -294,7 +268,7 @@ no_problems($problems, 'stopped: each once, at its position: nothing lost, nothi
 # 6. redis is frozen (SIGSTOP).
 # ---------------------------------------------------------------------------
 my ($ttl, $timeout) = (6, 3);
-my $leader = status('main', 'leader_pid');
+my $leader = outbox_status($node, 'main', 'leader_pid');
 like($leader, qr/^\d+$/, "frozen: main's leader is pid $leader");
 $log_start = -s $node->logfile;
 $redis->freeze;
@@ -326,18 +300,18 @@ cmp_ok($max_age, '<', $ttl, "frozen: the same leader kept renewing its lease (ne
 unlike(slurp_file($node->logfile, $log_start), qr/outbox "main": the lease holder .* has not renewed/,
 	'frozen: the watchdog never had to step in');
 
-# SIGTERM while the leader waits for redis: a call starts at most
-# max_retry_delay (1 s) after the previous one failed and then waits up to
-# timeout_ms (3 s); signalled 1.5 s after a failure, it is inside a call.
-my $att = $sampler->run(q{SELECT attempts FROM statesman.outbox_status WHERE outbox_id = 'main'});
+# SIGTERM while the leader waits for redis: polled until it is inside a sink call,
+# where it waits in poll(), not on its latch (a backoff waits on the latch, with a
+# wait event), then terminated at once.
+my $activity = '';
 my $deadline = time + 20;
-usleep(20_000)
-  while $sampler->run(q{SELECT attempts FROM statesman.outbox_status WHERE outbox_id = 'main'}) == $att
-  && time < $deadline;
-usleep(1_500_000);
-# In a sink call the dispatcher waits in poll(), not on its latch: no wait event.
-my $activity = $sampler->run(
-	"SELECT query || ', wait event: ' || COALESCE(wait_event, 'none') FROM pg_stat_activity WHERE pid = $leader");
+while (time < $deadline)
+{
+	$activity = $sampler->run(
+		"SELECT query || ', wait event: ' || COALESCE(wait_event, 'none') FROM pg_stat_activity WHERE pid = $leader");
+	last if $activity eq 'statesman: delivering, wait event: none';
+	usleep(5_000);
+}
 my $t_term = time;
 $sampler->run("SELECT pg_terminate_backend($leader)");
 usleep(5_000)
@@ -351,7 +325,7 @@ $sampler->close;
 
 $redis->thaw;
 my $t_thaw = time;
-wait_for(
+wait_for($node,
 	qq{SELECT cursor_position = head_position AND attempts = 0 AND leader_pid <> $leader
 	   FROM statesman.outbox_status WHERE outbox_id = 'main'},
 	'frozen: a new leader delivers everything once redis runs again');

@@ -22,6 +22,7 @@ use warnings;
 
 use FindBin;
 use lib $FindBin::RealBin;
+use Statesman::Node qw(statesman_node wait_for outbox_status);
 use JSON::PP;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -66,38 +67,11 @@ $remote->connect_ok($remote->connstr('remote') . " user=sinker password='$quoted
 # ---------------------------------------------------------------------------
 # The local cluster, with statesman.
 # ---------------------------------------------------------------------------
-my $node = PostgreSQL::Test::Cluster->new('postgres_sink');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'statesman'
-statesman.naptime = '1s'
-max_worker_processes = 16
 # The test looks for the password in what statesman says. PostgreSQL's own
 # statement logging would show the create_outbox calls that carry it.
-log_statement = none
-log_min_error_statement = panic
-});
-$node->start;
+my $node = statesman_node('postgres_sink', "log_statement = none\nlog_min_error_statement = panic\n");
 
 sub query { return $node->safe_psql('postgres', $_[0]); }
-
-sub wait_for
-{
-	my ($sql, $what) = @_;
-	ok($node->poll_query_until('postgres', $sql), $what)
-	  or BAIL_OUT("gave up waiting: $what");
-}
-
-# Columns of one outbox's row in statesman.outbox_status.
-sub status
-{
-	my ($outbox, @columns) = @_;
-	my @values = split /\|/,
-	  query("SELECT " . join(', ', map { "s.$_" } @columns)
-		  . " FROM statesman.outbox_status s WHERE s.outbox_id = '$outbox'"), -1;
-	return wantarray ? @values : $values[0];
-}
 
 # Sink options as a SQL literal (the conninfo has quotes: doubled).
 my $json = JSON::PP->new->canonical;
@@ -200,7 +174,7 @@ query(qq{SELECT statesman.append('main', 'k' || (i % 700), jsonb_build_object('i
 is(remote_query(q{SELECT to_regclass('sink.delivered') IS NULL}), 't', 'main: no remote table yet');
 my $t0 = time;
 query(q{SELECT statesman.resume_outbox('main')});
-wait_for(
+wait_for($node,
 	qq{SELECT cursor_position = head_position AND published_total = $n
 	   FROM statesman.outbox_status WHERE outbox_id = 'main'},
 	"main: the outbox published $n records");
@@ -223,7 +197,7 @@ is(remote_query(q{SELECT count(*) FROM pg_index WHERE indrelid = 'sink.delivered
 	1, 'main: ... message_id its primary key');
 is(remote_query(q{SELECT string_agg(DISTINCT application_name, ',') FROM pg_stat_activity WHERE usename = 'sinker'}),
 	'statesman', "main: the remote sees application_name 'statesman'");
-is_deeply([ status('main', qw(state attempts deduplicated_total skipped_total)) ],
+is_deeply([ outbox_status($node, 'main', qw(state attempts deduplicated_total skipped_total)) ],
 	[ 'leading', 0, 0, 0 ], 'main: leading, no failures, nothing deduplicated or skipped');
 
 # ---------------------------------------------------------------------------
@@ -235,10 +209,10 @@ my $before = remote_query($snapshot);
 query(
 	qq{SELECT statesman.create_outbox('again', 'postgres', $main_options, root => 'main',
 	       batch_size => 1000, poll_interval => '200 ms', lease_ttl => '6 s', max_retry_delay => '1 s')});
-wait_for(
+wait_for($node,
 	q{SELECT cursor_position = head_position FROM statesman.outbox_status WHERE outbox_id = 'again'},
 	'again: the second outbox went through the whole feed');
-is_deeply([ status('again', qw(published_total deduplicated_total attempts)) ],
+is_deeply([ outbox_status($node, 'again', qw(published_total deduplicated_total attempts)) ],
 	[ 0, $n, 0 ], "again: 0 published, all $n deduplicated, no failure");
 is(remote_query('SELECT count(*) FROM sink.delivered'), $n, "again: the remote table still holds $n rows");
 is(remote_query($snapshot), $before, 'again: ... unchanged, row for row');
@@ -252,9 +226,9 @@ query(
 	qq{SELECT statesman.create_outbox('badauth', 'postgres', $badauth, root => 'badauth',
 	       poll_interval => '200 ms', max_retry_delay => '500 ms')});
 query(q{SELECT statesman.append('badauth', 'a', '{}')});
-wait_for(q{SELECT attempts >= 2 FROM statesman.outbox_status WHERE outbox_id = 'badauth'},
+wait_for($node, q{SELECT attempts >= 2 FROM statesman.outbox_status WHERE outbox_id = 'badauth'},
 	'badauth: the outbox fails');
-my $badauth_error = status('badauth', 'last_error');
+my $badauth_error = outbox_status($node, 'badauth', 'last_error');
 like($badauth_error, qr/${error_re}could not connect: .*password authentication failed for user "sinker"/,
 	'badauth: last_error names the remote and says the password was refused');
 note "badauth: last_error: $badauth_error";
@@ -269,20 +243,20 @@ query(q{SELECT statesman.drop_outbox('badauth')});
 $remote->stop;
 my $t_down = time;
 query(q{SELECT statesman.append('main', 'down-' || i, jsonb_build_object('i', i)) FROM generate_series(1, 300) i});
-wait_for(
+wait_for($node,
 	q{SELECT state = 'backing_off' AND attempts >= 2 FROM statesman.outbox_status WHERE outbox_id = 'main'},
 	'stopped: main backs off while the remote is down');
-like(status('main', 'last_error'), qr/${error_re}could not connect: connection to server .* failed/,
+like(outbox_status($node, 'main', 'last_error'), qr/${error_re}could not connect: connection to server .* failed/,
 	'stopped: last_error says the remote cannot be reached');
-note 'stopped: last_error: ' . status('main', 'last_error');
+note 'stopped: last_error: ' . outbox_status($node, 'main', 'last_error');
 query(q{SELECT statesman.append('main', 'down-more-' || i, '{}') FROM generate_series(1, 200) i});
 my $down_for = 4;
 usleep(1e6 * ($t_down + $down_for - time)) if time < $t_down + $down_for;
-my $attempts_down = status('main', 'attempts');
+my $attempts_down = outbox_status($node, 'main', 'attempts');
 $remote->start;
 my $t_up = time;
 note sprintf('stopped: the remote was down %.1f s; main failed %d times', $t_up - $t_down, $attempts_down);
-wait_for(
+wait_for($node,
 	q{SELECT cursor_position = head_position AND attempts = 0
 	  FROM statesman.outbox_status WHERE outbox_id = 'main'},
 	'stopped: main delivers once the remote is back');
@@ -298,7 +272,7 @@ no_problems($problems, 'stopped: each once, at its position: nothing lost, nothi
 # 5. The remote is frozen (SIGSTOP to its postmaster and the sink's backend).
 # ---------------------------------------------------------------------------
 my $ttl = 6;    # the outbox's lease_ttl; its sink's timeout_ms is 2 s
-my $leader = status('main', 'leader_pid');
+my $leader = outbox_status($node, 'main', 'leader_pid');
 like($leader, qr/^\d+$/, "frozen: main's leader is pid $leader");
 my $backend = remote_query(q{SELECT pid FROM pg_stat_activity WHERE usename = 'sinker'});
 like($backend, qr/^\d+$/, "frozen: the sink's remote backend is pid $backend");
@@ -335,17 +309,18 @@ cmp_ok($max_age, '<', $ttl, "frozen: the same leader kept renewing its lease (ne
 unlike(slurp_file($node->logfile, $log_start), qr/outbox "main": the lease holder .* has not renewed/,
 	'frozen: the watchdog never had to step in');
 
-# SIGTERM while the leader waits for the remote: a call starts at most
-# max_retry_delay (1 s) after the previous one failed and then waits up to
-# timeout_ms (2 s); signalled 1.2 s after a failure, it is inside a call.
-my $att = $sampler->run(q{SELECT attempts FROM statesman.outbox_status WHERE outbox_id = 'main'});
+# SIGTERM while the leader waits for the remote: polled until it is inside a sink call,
+# where it waits in poll(), not on its latch (a backoff waits on the latch, with a
+# wait event), then terminated at once.
+my $activity = '';
 my $deadline = time + 20;
-usleep(20_000)
-  while $sampler->run(q{SELECT attempts FROM statesman.outbox_status WHERE outbox_id = 'main'}) == $att
-  && time < $deadline;
-usleep(1_200_000);
-my $activity = $sampler->run(
-	"SELECT query || ', wait event: ' || COALESCE(wait_event, 'none') FROM pg_stat_activity WHERE pid = $leader");
+while (time < $deadline)
+{
+	$activity = $sampler->run(
+		"SELECT query || ', wait event: ' || COALESCE(wait_event, 'none') FROM pg_stat_activity WHERE pid = $leader");
+	last if $activity eq 'statesman: delivering, wait event: none';
+	usleep(5_000);
+}
 my $t_term = time;
 $sampler->run("SELECT pg_terminate_backend($leader)");
 usleep(5_000)
@@ -359,7 +334,7 @@ $sampler->close;
 
 kill 'CONT', $postmaster, $backend;
 my $t_thaw = time;
-wait_for(
+wait_for($node,
 	qq{SELECT cursor_position = head_position AND attempts = 0 AND leader_pid <> $leader
 	   FROM statesman.outbox_status WHERE outbox_id = 'main'},
 	'frozen: a new leader delivers everything once the remote runs again');
@@ -367,9 +342,9 @@ note sprintf('frozen: delivered %.2f s after SIGCONT', time - $t_thaw);
 ($rows, $problems) = compare_remote('sink.delivered', 'main');
 is($rows, $n + 600, 'frozen: the remote table holds all ' . ($n + 600) . ' records');
 no_problems($problems, 'frozen: each once, at its position');
-is_deeply([ status('main', qw(published_total skipped_total)) ], [ $n + 600 - status('main', 'deduplicated_total'), 0 ],
+is_deeply([ outbox_status($node, 'main', qw(published_total skipped_total)) ], [ $n + 600 - outbox_status($node, 'main', 'deduplicated_total'), 0 ],
 	'frozen: published + deduplicated = every record, nothing skipped');
-note 'main: deduplicated_total ' . status('main', 'deduplicated_total')
+note 'main: deduplicated_total ' . outbox_status($node, 'main', 'deduplicated_total')
   . ' (pages whose commit went unanswered, sent again)';
 
 # ---------------------------------------------------------------------------

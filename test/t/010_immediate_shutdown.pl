@@ -22,10 +22,12 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib $FindBin::RealBin;
 use Time::HiRes qw(time usleep);
-use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Statesman::Node qw(statesman_node wait_until start_writer acked sink_vs_cursor);
 use Test::More;
 
 my $n_writers   = 4;
@@ -34,32 +36,9 @@ my $n_addresses = 40;
 my $rounds      = 2;
 my @outboxes    = ([ 'small', 'public.sink_small' ], [ 'big', 'statesman.delivered' ]);
 
-my $node = PostgreSQL::Test::Cluster->new('immediate');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'statesman'
-statesman.naptime = '1s'
-max_worker_processes = 16
-max_connections = 40
-});
-$node->start;
+my $node = statesman_node('immediate', "max_connections = 40\n");
 
 sub query { return $node->safe_psql('postgres', $_[0]); }
-
-# Polls $sql until it returns 't'; the seconds it took, or undef after $limit s.
-sub wait_until
-{
-	my ($sql, $limit) = @_;
-	my $t0 = time;
-	while (time - $t0 < $limit)
-	{
-		return time - $t0 if query($sql) eq 't';
-		usleep(100_000);
-	}
-	diag("gave up after ${limit}s waiting for: $sql");
-	return undef;
-}
 
 query(
 	q{
@@ -68,70 +47,16 @@ query(
 	    sink_options => '{"table": "public.sink_small"}');
 	SELECT statesman.create_outbox('big', root => 'crash', batch_size => 1000);
 });
-ok(defined wait_until(q{SELECT count(*) = 2 FROM statesman.outbox_status WHERE state = 'leading'}, 30),
+ok(defined wait_until($node, q{SELECT count(*) = 2 FROM statesman.outbox_status WHERE state = 'leading'}, 30),
 	'both outboxes have a leading dispatcher')
   or BAIL_OUT('no dispatchers');
-
-# Starts one writer: a psql that runs $per_writer autocommit appends and
-# prints the message id of each one that committed.
-sub start_writer
-{
-	my ($round, $w) = @_;
-	my $tag = "r$round-w$w";
-	my $sql = '';
-	for my $i (1 .. $per_writer)
-	{
-		my $path = sprintf('%s/k%d', $tag, $i % $n_addresses);
-		$sql .=
-		    "SELECT current_database() || '/' || a.address || '#' || a.revision "
-		  . "FROM statesman.append('crash', '$path', '{\"i\": $i}') a;\n";
-	}
-	my $base = "$PostgreSQL::Test::Utils::tmp_check/writer_" . $tag;
-	PostgreSQL::Test::Utils::append_to_file("$base.sql", $sql);
-	my %h = (out => "$base.out", err => "$base.err");
-	# Output goes to files: nothing to pump, nothing lost when the server goes away.
-	$h{h} = IPC::Run::start(
-		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-f', "$base.sql" ],
-		'>', $h{out}, '2>', $h{err},
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default * 2));
-	return \%h;
-}
-
-sub acked
-{
-	my ($h) = @_;
-	return grep { /#\d+$/ } split /\n/, PostgreSQL::Test::Utils::slurp_file($h->{out});
-}
-
-# For each outbox: [cursor, rows in the sink, distinct ids in the sink, rows
-# of the sink that are not ledger records at or below the cursor, ledger
-# records of the root at or below the cursor that are not in the sink].
-# Reads the tables directly: read_feed() would sequence.
-sub sink_vs_cursor
-{
-	my ($outbox, $table) = @_;
-	return split /\|/, query(
-		qq{
-		WITH c AS (SELECT COALESCE(statesman.cursor_position('$outbox'), 0) AS pos),
-		     mine AS (SELECT current_database() || '/' || h.address || '#' || h.revision AS id,
-		                     h.global_position
-		              FROM statesman.history h, c
-		              WHERE h.root = 'crash' AND h.global_position <= c.pos)
-		SELECT (SELECT pos FROM c),
-		       (SELECT count(*) FROM $table),
-		       (SELECT count(DISTINCT message_id) FROM $table),
-		       (SELECT count(*) FROM $table t WHERE NOT EXISTS
-		           (SELECT FROM mine m WHERE m.id = t.message_id AND m.global_position = t.global_position)),
-		       (SELECT count(*) FROM mine m WHERE NOT EXISTS
-		           (SELECT FROM $table t WHERE t.message_id = m.id))});
-}
 
 my %cursor_before;    # the last cursor seen before a crash, per outbox
 my $total_acked = 0;
 for my $round (1 .. $rounds)
 {
 	my $sink_rows_at_start = query('SELECT count(*) FROM public.sink_small');
-	my @writers = map { start_writer($round, $_) } 1 .. $n_writers;
+	my @writers = map { start_writer($node, 'crash', "r$round-w$_", $per_writer, $n_addresses) } 1 .. $n_writers;
 
 	# Let records flow and pages be delivered for a while.
 	my $t0 = time;
@@ -188,7 +113,7 @@ for my $round (1 .. $rounds)
 	for my $o (@outboxes)
 	{
 		my ($name, $table) = @$o;
-		my ($cursor, $rows, $distinct, $stray, $missing) = sink_vs_cursor($name, $table);
+		my ($cursor, $rows, $distinct, $stray, $missing) = sink_vs_cursor($node, 'crash', $name, $table);
 		is_deeply([ $distinct, $stray, $missing ], [ $rows, 0, 0 ],
 			"round $round: after recovery, $table holds exactly the records up to "
 			  . "outbox $name\'s cursor ($cursor), once each");
@@ -200,8 +125,7 @@ for my $round (1 .. $rounds)
 	# Workers on: delivery resumes from the cursors.
 	$node->append_conf('postgresql.conf', "statesman.enabled = on\n");
 	$node->reload;
-	my $took = wait_until(
-		q{SELECT statesman.head_position() IS NOT NULL
+	my $took = wait_until($node, q{SELECT statesman.head_position() IS NOT NULL
 		     AND count(*) = 2 AND bool_and(cursor_position = statesman.head_position())
 		  FROM statesman.outbox_status}, 60);
 	ok(defined $took, "round $round: both outboxes caught up after the restart");
@@ -214,7 +138,7 @@ cmp_ok($ledger, '>=', $total_acked, "the ledger holds at least the $total_acked 
 for my $o (@outboxes)
 {
 	my ($name, $table) = @$o;
-	my ($cursor, $rows, $distinct, $stray, $missing) = sink_vs_cursor($name, $table);
+	my ($cursor, $rows, $distinct, $stray, $missing) = sink_vs_cursor($node, 'crash', $name, $table);
 	is_deeply([ $rows, $distinct, $stray, $missing ], [ $ledger, $ledger, 0, 0 ],
 		"$table holds all $ledger records exactly once, each at its position");
 	my ($published, $dedup, $skipped, $parked) = split /\|/,

@@ -21,10 +21,12 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib $FindBin::RealBin;
 use Time::HiRes qw(time usleep);
-use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Statesman::Node qw(statesman_node wait_until start_writer acked sink_vs_cursor);
 use Test::More;
 
 my $n_writers   = 4;
@@ -32,16 +34,7 @@ my $per_writer  = 20_000;    # more than the writers get to: the shutdown cuts t
 my $n_addresses = 40;
 my $after_promotion = 500;   # appends per writer on the promoted server
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'statesman'
-statesman.naptime = '1s'
-max_worker_processes = 16
-max_connections = 40
-});
-$primary->start;
+my $primary = statesman_node('primary', "max_connections = 40\n", allows_streaming => 1);
 $primary->safe_psql(
 	'postgres', q{
 	CREATE EXTENSION statesman;
@@ -56,72 +49,6 @@ $standby->append_conf('postgresql.conf', "shared_preload_libraries = 'statesman'
 $standby->start;
 
 sub query { my ($node, $sql) = @_; return $node->safe_psql('postgres', $sql); }
-
-# Polls $sql on $node until it returns 't'; the seconds it took, or undef.
-sub wait_until
-{
-	my ($node, $sql, $limit) = @_;
-	my $t0 = time;
-	while (time - $t0 < $limit)
-	{
-		return time - $t0 if query($node, $sql) eq 't';
-		usleep(100_000);
-	}
-	diag("gave up after ${limit}s waiting for: $sql");
-	return undef;
-}
-
-# One writer: a psql running autocommit appends, printing the message id of
-# each append that committed.
-sub start_writer
-{
-	my ($node, $tag, $count) = @_;
-	my $sql = '';
-	for my $i (1 .. $count)
-	{
-		my $path = sprintf('%s/k%d', $tag, $i % $n_addresses);
-		$sql .=
-		    "SELECT current_database() || '/' || a.address || '#' || a.revision "
-		  . "FROM statesman.append('fo', '$path', '{\"i\": $i}') a;\n";
-	}
-	my $base = "$PostgreSQL::Test::Utils::tmp_check/writer_" . $tag;
-	PostgreSQL::Test::Utils::append_to_file("$base.sql", $sql);
-	my %h = (out => "$base.out", err => "$base.err");
-	# Output goes to files: nothing to pump, nothing lost when the server goes away.
-	$h{h} = IPC::Run::start(
-		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-f', "$base.sql" ],
-		'>', $h{out}, '2>', $h{err},
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default * 2));
-	return \%h;
-}
-
-sub acked
-{
-	my ($h) = @_;
-	return grep { /#\d+$/ } split /\n/, PostgreSQL::Test::Utils::slurp_file($h->{out});
-}
-
-# [cursor, sink rows, distinct ids, sink rows that are not ledger records at
-# or below the cursor (at their position), ledger records of root fo at or
-# below the cursor missing from the sink].  Reads tables, not read_feed().
-sub sink_vs_cursor
-{
-	my ($node) = @_;
-	return split /\|/, query(
-		$node, q{
-		WITH c AS (SELECT COALESCE(statesman.cursor_position('fo'), 0) AS pos),
-		     mine AS (SELECT current_database() || '/' || h.address || '#' || h.revision AS id,
-		                     h.global_position
-		              FROM statesman.history h, c
-		              WHERE h.root = 'fo' AND h.global_position <= c.pos)
-		SELECT (SELECT pos FROM c),
-		       (SELECT count(*) FROM public.sink_fo),
-		       (SELECT count(DISTINCT message_id) FROM public.sink_fo),
-		       (SELECT count(*) FROM public.sink_fo t WHERE NOT EXISTS
-		           (SELECT FROM mine m WHERE m.id = t.message_id AND m.global_position = t.global_position)),
-		       (SELECT count(*) FROM mine m WHERE NOT EXISTS
-		           (SELECT FROM public.sink_fo t WHERE t.message_id = m.id))});
-}
 
 sub statesman_processes
 {
@@ -138,7 +65,7 @@ ok(defined wait_until($primary,
 # ---------------------------------------------------------------------------
 # Records flow on the primary; it is shut down mid-delivery.
 # ---------------------------------------------------------------------------
-my @writers = map { start_writer($primary, "before-w$_", $per_writer) } 1 .. $n_writers;
+my @writers = map { start_writer($primary, 'fo', "before-w$_", $per_writer, $n_addresses) } 1 .. $n_writers;
 my $t0 = time;
 my $delivered = 0;
 while (time - $t0 < 20)
@@ -171,9 +98,9 @@ ok(defined wait_until($standby,
 		q{SELECT pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()}, 30),
 	'the standby replayed all the WAL it received');
 is(query($standby, 'SELECT pg_is_in_recovery()'), 't', 'the standby is in recovery');
-unlike(statesman_processes($standby), qr/database worker|dispatcher/,
-	'a standby in recovery runs no database worker and no dispatcher');
-my ($cursor, $rows, $distinct, $stray, $missing) = sink_vs_cursor($standby);
+is(statesman_processes($standby), '',
+	'a standby in recovery runs no statesman process: no launcher, database worker or dispatcher');
+my ($cursor, $rows, $distinct, $stray, $missing) = sink_vs_cursor($standby, 'fo', 'fo', 'public.sink_fo');
 is_deeply([ $distinct, $stray, $missing ], [ $rows, 0, 0 ],
 	"on the standby the replicated sink holds exactly the records up to the replicated cursor ($cursor)");
 note "standby before promotion: cursor $cursor, $rows rows in the sink";
@@ -198,7 +125,7 @@ note sprintf('promoted server caught up %.1f s after the promotion (statesman.na
 like(statesman_processes($standby), qr/statesman database worker.*statesman dispatcher/,
 	'the promoted server runs a database worker and a dispatcher');
 
-my @after = map { start_writer($standby, "after-w$_", $after_promotion) } 1 .. $n_writers;
+my @after = map { start_writer($standby, 'fo', "after-w$_", $after_promotion, $n_addresses) } 1 .. $n_writers;
 for my $w (@after) { $w->{h}->finish or diag("writer after promotion: $w->{err}"); }
 my @acked_after = map { acked($_) } @after;
 is(scalar(@acked_after), $n_writers * $after_promotion,
@@ -222,7 +149,7 @@ is(query($standby,
 		      WHERE current_database() || '/' || h.address || '#' || h.revision = a.id)}),
 	'0', 'every append acknowledged by the old primary or the promoted server is in the ledger');
 my $ledger = query($standby, q{SELECT count(*) FROM statesman.history WHERE root = 'fo'});
-($cursor, $rows, $distinct, $stray, $missing) = sink_vs_cursor($standby);
+($cursor, $rows, $distinct, $stray, $missing) = sink_vs_cursor($standby, 'fo', 'fo', 'public.sink_fo');
 is_deeply([ $rows, $distinct, $stray, $missing ], [ $ledger, $ledger, 0, 0 ],
 	"the sink holds each of the $ledger records once, at its position (count = distinct = appended)");
 is(query($standby,

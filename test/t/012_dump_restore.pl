@@ -24,41 +24,22 @@
 use strict;
 use warnings;
 
+use FindBin;
+use lib $FindBin::RealBin;
 use Time::HiRes qw(time usleep);
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Statesman::Node qw(statesman_node wait_until);
 use Test::More;
 
 my $n_old = 300;    # records before the dump
 my $n_new = 50;     # records appended in dst after the restore
 
-my $node = PostgreSQL::Test::Cluster->new('dump');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'statesman'
-statesman.naptime = '1s'
 # Two databases with three outboxes each: 2 database workers and 6 dispatchers.
-statesman.max_workers = 12
-max_worker_processes = 16
-});
-$node->start;
+my $node = statesman_node('dump', "statesman.max_workers = 12\n");
 
 sub query { my ($db, $sql) = @_; return $node->safe_psql($db, $sql); }
-
-sub wait_until
-{
-	my ($db, $sql, $limit) = @_;
-	my $t0 = time;
-	while (time - $t0 < $limit)
-	{
-		return time - $t0 if query($db, $sql) eq 't';
-		usleep(100_000);
-	}
-	diag("gave up after ${limit}s waiting in $db for: $sql");
-	return undef;
-}
 
 # Everything the dump must keep, one line per item, comparable between
 # databases (sink rows and ledger records as md5 digests of their contents).
@@ -94,9 +75,9 @@ query('src', qq{
 	SELECT count(*) FROM generate_series(1, $n_old) g,
 	    LATERAL statesman.append('orders', 'o/' || (g % 30), jsonb_build_object('g', g)) a;
 });
-ok(defined wait_until('src',
+ok(defined wait_until($node,
 		q{SELECT count(*) = 2 FROM statesman.outbox_status
-		  WHERE outbox_id IN ('main', 'side') AND cursor_position = head_position}, 60),
+		  WHERE outbox_id IN ('main', 'side') AND cursor_position = head_position}, 60, 'src'),
 	'src: main and side delivered the records');
 query('src', q{
 	SELECT statesman.advance_cursor('ext-reader', 120);
@@ -145,9 +126,9 @@ my ($seq_dst) = query('dst', q{SELECT last_value FROM statesman.feed_position_se
 is($seq_dst, $seq_src, "dst keeps the position sequence (last_value $seq_src)");
 
 # The restored outboxes are picked up by dst's own workers.
-ok(defined wait_until('dst',
+ok(defined wait_until($node,
 		q{SELECT count(*) = 2 FROM statesman.outbox_status
-		  WHERE outbox_id IN ('main', 'side') AND state = 'leading'}, 30),
+		  WHERE outbox_id IN ('main', 'side') AND state = 'leading'}, 30, 'dst'),
 	'dst: the restored outboxes main and side have leading dispatchers');
 is(query('dst', q{SELECT state FROM statesman.outbox_status WHERE outbox_id = 'late'}),
 	'paused', 'dst: late is still paused');
@@ -160,9 +141,9 @@ query('dst', qq{
 	SELECT count(*) FROM generate_series(1, $n_new) g,
 	    LATERAL statesman.append('orders', 'new/' || g, jsonb_build_object('g', g)) a;
 });
-my $took = wait_until('dst',
+my $took = wait_until($node,
 	q{SELECT count(*) = 2 FROM statesman.outbox_status
-	  WHERE outbox_id IN ('main', 'side') AND cursor_position = head_position}, 60);
+	  WHERE outbox_id IN ('main', 'side') AND cursor_position = head_position}, 60, 'dst');
 ok(defined $took, 'dst: main and side delivered the new records');
 note sprintf('dst delivered the %d new records %.2f s after they were appended', $n_new, $took // -1);
 
@@ -204,8 +185,8 @@ for my $t ([ 'main', 'statesman.delivered' ], [ 'side', 'public.sink_side' ])
 
 # The paused outbox, resumed, delivers the whole ledger once.
 query('dst', q{SELECT statesman.resume_outbox('late')});
-ok(defined wait_until('dst',
-		q{SELECT cursor_position = head_position FROM statesman.outbox_status WHERE outbox_id = 'late'}, 60),
+ok(defined wait_until($node,
+		q{SELECT cursor_position = head_position FROM statesman.outbox_status WHERE outbox_id = 'late'}, 60, 'dst'),
 	'dst: late, resumed, catches up');
 is(query('dst', q{SELECT count(*) || '/' || count(DISTINCT message_id) FROM public.sink_late}),
 	($n_old + $n_new) . '/' . ($n_old + $n_new), 'dst late: every record of the ledger once');

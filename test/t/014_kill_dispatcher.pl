@@ -35,6 +35,7 @@ use warnings;
 
 use FindBin;
 use lib $FindBin::RealBin;
+use Statesman::Node qw(statesman_node);
 use POSIX qw(WNOHANG);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
@@ -57,18 +58,7 @@ my $t_begin     = time;
 my $redis = Statesman::Redis->start;
 my $port  = $redis->port;
 
-my $node = PostgreSQL::Test::Cluster->new('kill_dispatcher');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'statesman'
-statesman.naptime = '1s'
-max_worker_processes = 16
-max_connections = 40
-restart_after_crash = on
-log_statement = none
-});
-$node->start;
+my $node = statesman_node('kill_dispatcher', "max_connections = 40\nrestart_after_crash = on\nlog_statement = none\n");
 
 sub query { return $node->safe_psql('postgres', $_[0]); }
 

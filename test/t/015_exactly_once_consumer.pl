@@ -26,6 +26,7 @@ use warnings;
 
 use FindBin;
 use lib $FindBin::RealBin;
+use Statesman::Node qw(statesman_node);
 use IPC::Run;
 use POSIX qw(WNOHANG);
 use PostgreSQL::Test::Cluster;
@@ -63,16 +64,7 @@ note sprintf('built in %.1f s', time - $t_begin);
 my $redis = Statesman::Redis->start;
 my $port  = $redis->port;
 
-my $node = PostgreSQL::Test::Cluster->new('consumer');
-$node->init;
-$node->append_conf(
-	'postgresql.conf', q{
-shared_preload_libraries = 'statesman'
-statesman.naptime = '1s'
-max_worker_processes = 16
-log_statement = none
-});
-$node->start;
+my $node = statesman_node('consumer', "log_statement = none\n");
 
 sub query    { return $node->safe_psql('postgres', $_[0]); }
 sub consumed { return $node->safe_psql('consumer', $_[0]); }
