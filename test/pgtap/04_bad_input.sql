@@ -19,7 +19,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS statesman;
-SELECT plan(163);
+SELECT plan(164);
 
 -- Fixture: three records with positions, one outbox, one consumer position.
 DO $$
@@ -129,7 +129,10 @@ SELECT lives_ok(
     $$SELECT statesman.append('badinput', 'a''b"c;DROP TABLE statesman.history;--/é/😀', '{"x": "''; DROP TABLE statesman.cursors; --"}',
                               correlation_id => 'c''); DROP TABLE statesman.roots; --', source => E'line\nbreak')$$,
     'append(): quotes, semicolons, a line break and Unicode in a path and in carried fields are accepted');
-SELECT is(statesman.sequence_feed() IS NOT NULL, true, '... and sequenced');
+SELECT statesman.sequence_feed() AS sequenced_head \gset
+SELECT is(:sequenced_head::bigint,
+    (SELECT h.global_position FROM statesman.history h WHERE h.root = 'badinput' AND h.correlation_id = 'c''); DROP TABLE statesman.roots; --'),
+    '... and sequenced: the head is its position');
 SELECT is(
     (SELECT ROW(f.message_id, f.message->>'path', f.message->>'correlationId', f.message->>'source')::text
        FROM statesman.read_feed(statesman.head_position() - 1, 10) f),
@@ -292,7 +295,10 @@ SELECT has_table('public', 'x"; DROP TABLE statesman.history; --', '... it names
 SELECT has_table('statesman', 'history', '... and statesman.history is still there');
 SELECT is((SELECT published FROM statesman.dispatch_once('badinput-quoted')),
     (SELECT count(*) FROM statesman.history WHERE global_position IS NOT NULL),
-    '... and the feed is delivered into it');
+    '... and the feed is delivered: every sequenced record published');
+SELECT is((SELECT count(*) FROM public."x""; DROP TABLE statesman.history; --"),
+    (SELECT count(*) FROM statesman.history WHERE global_position IS NOT NULL),
+    '... into that table: it holds every sequenced record');
 SELECT pg_temp.state() AS before \gset
 
 --

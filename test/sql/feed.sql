@@ -255,15 +255,20 @@ SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM state
 -- A page that they do not fill: the sequenced record, then the new ones, in position order.
 SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 2, 5);
 SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history WHERE root = 'paging';
--- With a root filter, other roots' records neither fill the page nor appear in it.
-SELECT * FROM statesman.append('Elsewhere', 'q/1', '{}');
+-- With a root filter, other roots' records neither fill the page nor appear in it: five
+-- sequenced records of another root after p/5 would fill an unfiltered page of 5 (which would
+-- then not sequence), yet the filtered read is short, so it sequences p/6 and returns it.
+SELECT count(*) AS appended FROM generate_series(1, 5) i, LATERAL statesman.append('Elsewhere', 'q/' || i, '{}') a;
+SELECT public.settle() AS sequenced;
 SELECT * FROM statesman.append('Paging', 'p/6', '{}');
+SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 4, 5);
+SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history;
 SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 4, 5, root => 'Paging');
 SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history;
 -- Inside a transaction block it never sequences, short page or not.
 SELECT * FROM statesman.append('Paging', 'p/7', '{}');
 BEGIN;
-SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 6, 5);
+SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 10, 5);
 COMMIT;
 SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history;
 SELECT public.settle() AS sequenced;

@@ -111,6 +111,11 @@ SELECT (e).nothing_written, (e).secret_shown, (e).result LIKE '22023: %' AS is_2
 SELECT (e).nothing_written, (e).secret_shown, (e).result LIKE '22023: %' AS is_22023
   FROM (SELECT public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
           '{"conninfo": "password=''hunter2-p host=x"}')$$, 'hunter2-p') e) x;
+-- libpq quotes a URI's password in its complaint about a bad percent-escape: the quote is
+-- redacted.
+SELECT (e).nothing_written, (e).secret_shown, (e).result
+  FROM (SELECT public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
+          '{"conninfo": "postgresql://u:hunter2-p%zz@x/db"}')$$, 'hunter2-p') e) x;
 
 --
 -- Switching sinks: a new sink starts from its own defaults; back to `table`

@@ -22,9 +22,12 @@ LANGUAGE sql AS $$
                        COALESCE((SELECT string_agg(pg_get_constraintdef(k.oid), ', ' ORDER BY pg_get_constraintdef(k.oid))
                                  FROM pg_constraint k WHERE k.conrelid = c.oid), '') || ':' ||
                        COALESCE((SELECT string_agg(pg_get_indexdef(i.indexrelid), ', ' ORDER BY pg_get_indexdef(i.indexrelid))
-                                 FROM pg_index i WHERE i.indrelid = c.oid), '')
+                                 FROM pg_index i WHERE i.indrelid = c.oid), '') || ':' ||
+                       COALESCE((SELECT string_agg(pg_get_triggerdef(t.oid), ', ' ORDER BY t.tgname)
+                                 FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal), '')
                 FROM pg_class c WHERE c.oid = d.objid)
              ELSE '' END
+           || ':' || COALESCE(obj_description(d.objid, d.classid::regclass::name), '')
     FROM pg_depend d
     WHERE d.refclassid = 'pg_extension'::regclass AND d.deptype = 'e'
       AND d.refobjid = (SELECT e.oid FROM pg_extension e WHERE e.extname = 'statesman')
