@@ -43,7 +43,7 @@ CATCH_UP_TIMEOUT=300     # seconds delivery may trail the writers before the ben
 declare -A LAT=()         # LAT[label]="n p50 p95 p99 max pub_p50 pub_p99 tx_latency_ms achieved_tps sync"
 DRAIN_RATES=() DRAIN_E2E=() DRAIN_START=() DRAIN_HWM=() DRAIN_ANON=() DRAIN_PIDS=()
 declare -A SINK_RATES=() SINK_E2E=()  # [redis|postgres]="rate rate …"
-REDIS_DIR="" REDIS_PORT="" REMOTE_DIR="" REMOTE_PORT="" XADD_RATES=() XADD_BYTES=0 MSG_AVG=0
+REDIS_DIR="" REDIS_PORT="" REMOTE_DIR="" REMOTE_PORT="" XADD_RATES=() XADD_BYTES=0
 DRAIN_N=0 LEASE_TRIPS=0 LEASE_WINDOW=0 LEASE_PIDS="" LEASE_BEFORE="" LEASE_AFTER=""
 READ_RATES=() READ_MSG_BYTES=0   # the read_feed drains of the backlog
 READ_PAGE=1000                   # records per read_feed page
@@ -265,10 +265,9 @@ start_sink_servers() {
 # size), with a field of the size of the bench's messages: the sink side's limit.
 xadd_limit() {
   local r out
-  MSG_AVG=$(psql_q -c "SELECT round(avg(octet_length(m.message))) FROM statesman._page_messages(
-                         'sdrain_probe', 0, 1000) m" 2>/dev/null || echo 0)
-  XADD_BYTES=${MSG_AVG:-700}
-  [ "$XADD_BYTES" -gt 0 ] 2>/dev/null || XADD_BYTES=700
+  # The average message of the backlog as text, measured by the read_feed drains before.
+  XADD_BYTES=$READ_MSG_BYTES
+  [[ $XADD_BYTES =~ ^[1-9][0-9]*$ ]] || { say "bench: no message size for redis-benchmark (got '$XADD_BYTES')"; exit 1; }
   local value
   value=$(head -c "$XADD_BYTES" /dev/zero | tr '\0' 'x')
   for ((r = 1; r <= SINK_RUNS; r++)); do

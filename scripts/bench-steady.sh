@@ -188,10 +188,11 @@ steady_bench() {
   psql_q -c "SELECT statesman.drop_outbox('steady')" >/dev/null
 }
 
-# p99 (nearest rank) and max of the numbers on stdin.
-steady_p99_max() {
+# Median and max of the numbers on stdin. (A sample every 10 s gives some 60 numbers: a p99 of
+# them would be their max.)
+steady_median_max() {
   sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) { print "- -"; exit }
-    i = int(NR * 0.99 + 0.999999); if (i < 1) i = 1; if (i > NR) i = NR; print v[i], v[NR] }'
+    m = (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; print m, v[NR] }'
 }
 
 steady_report() {
@@ -200,8 +201,8 @@ steady_report() {
   first=${STEADY_SAMPLES[0]}
   last=${STEADY_SAMPLES[${#STEADY_SAMPLES[@]} - 1]}
   read -r n p50 p95 p99 max <<<"$STEADY_LAT"
-  read -r lagr lagr_max <<<"$(printf '%s\n' "${STEADY_SAMPLES[@]}" | awk '{ print $4 }' | steady_p99_max)"
-  read -r lags lags_max <<<"$(printf '%s\n' "${STEADY_SAMPLES[@]}" | awk '{ print $5 }' | steady_p99_max)"
+  read -r lagr lagr_max <<<"$(printf '%s\n' "${STEADY_SAMPLES[@]}" | awk '{ print $4 }' | steady_median_max)"
+  read -r lags lags_max <<<"$(printf '%s\n' "${STEADY_SAMPLES[@]}" | awk '{ print $5 }' | steady_median_max)"
   read -r _ _ _ _ _ _ rss0 anon0 <<<"$first"
   read -r _ _ _ _ _ _ rss1 anon1 <<<"$last"
   growth=$((anon1 - anon0))
@@ -218,8 +219,8 @@ steady_report() {
   echo "|---|---|---|"
   echo "| commit → sink latency, ms: p50 / p95 / p99 (max) | $p50 / $p95 / $p99 ($max) | every record of the run |"
   echo "| commit → sink latency per third of the run, ms: p99 median (min–max) | $(steady_thirds_p99) | p50/p99 of each third: ${STEADY_THIRDS// / · } |"
-  echo "| lag in the samples, records: p99 (max) | $(fmt_int "$lagr") ($(fmt_int "$lagr_max")) | committed, not delivered yet (without a position, or past the cursor) |"
-  echo "| lag in the samples, ms: p99 (max) | $lags ($lags_max) | age of the oldest of them |"
+  echo "| lag in the samples, records: median (max) | $(fmt_int "$lagr") ($(fmt_int "$lagr_max")) | committed, not delivered yet (without a position, or past the cursor) |"
+  echo "| lag in the samples, ms: median (max) | $lags ($lags_max) | age of the oldest of them |"
   echo "| dispatcher memory, MB: private (\`RssAnon\`) at start → end | $(awk -v a="$anon0" -v b="$anon1" 'BEGIN { printf "%.1f → %.1f", a / 1024, b / 1024 }') | growth $(awk -v g="$growth" 'BEGIN { printf "%+.1f", g / 1024 }') MB; no growth (≤ 1 MB): $met |"
   echo "| dispatcher memory, MB: \`VmRSS\` at start → end | $(awk -v a="$rss0" -v b="$rss1" 'BEGIN { printf "%.1f → %.1f", a / 1024, b / 1024 }') | shared buffers included when not in huge pages |"
   echo
