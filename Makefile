@@ -6,21 +6,21 @@ PG_CONFIG ?= pg_config
 
 MODULE_big = statesman
 OBJS = \
-	src/pg/module.o \
+	src/module.o \
 	src/pg/guard.o \
-	src/pg/functions.o \
-	src/pg/message_fn.o \
-	src/pg/registry.o \
 	src/pg/work.o \
-	src/pg/launcher.o \
-	src/pg/database_worker.o \
-	src/pg/dispatcher.o \
-	src/pg/sink_fn.o \
 	src/store/names.o \
-	src/store/message.o \
-	src/worker/policy.o \
+	src/store/append.o \
+	src/feed/message_format.o \
+	src/feed/message.o \
+	src/worker/worker_slots.o \
+	src/worker/backoff.o \
+	src/worker/launcher.o \
+	src/worker/database_worker.o \
+	src/worker/dispatcher.o \
 	src/sinks/io.o \
-	src/sinks/registry.o \
+	src/sinks/sink_types.o \
+	src/sinks/sink_options_sql.o \
 	src/sinks/table.o \
 	src/sinks/redis.o \
 	src/sinks/postgres.o
@@ -47,8 +47,10 @@ include $(PGXS)
 # The version is compiled in (STATESMAN_VERSION): a new version rebuilds everything.
 $(OBJS): $(EXTENSION).control
 
-sql/$(EXTENSION)--$(EXTVERSION).sql: sql/$(EXTENSION).sql $(EXTENSION).control
-	cp $< $@
+# The install script is built from its sections (sql/install/NN_*.sql, in file-name order).
+INSTALL_SECTIONS = $(sort $(wildcard sql/install/*.sql))
+sql/$(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_SECTIONS) $(EXTENSION).control
+	awk 'FNR == 1 && NR != 1 { print "" } { print }' $(INSTALL_SECTIONS) >$@
 
 .PHONY: test bench demo lint
 test:

@@ -18,7 +18,7 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
-#include "statesman/pg/worker.hpp"
+#include "statesman/worker/workers.hpp"
 
 namespace statesman::pg {
 

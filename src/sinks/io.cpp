@@ -1,5 +1,5 @@
 // Option parsing and socket waits shared by the sinks (see io.hpp).
-#include "statesman/sink/io.hpp"
+#include "statesman/sinks/io.hpp"
 
 #include <poll.h>
 

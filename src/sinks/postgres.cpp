@@ -27,7 +27,7 @@
 #include <optional>
 
 #include "statesman/error.hpp"
-#include "statesman/sink/io.hpp"
+#include "statesman/sinks/io.hpp"
 
 namespace statesman::sink {
 namespace {

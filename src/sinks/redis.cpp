@@ -23,7 +23,7 @@
 #include <stdexcept>
 
 #include "statesman/error.hpp"
-#include "statesman/sink/io.hpp"
+#include "statesman/sinks/io.hpp"
 
 namespace statesman::sink {
 namespace {

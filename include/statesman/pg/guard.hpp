@@ -7,7 +7,7 @@
 //                  any exception back into an ERROR (re-throwing a captured ErrorData as it was,
 //                  keeping its SQLSTATE). Nothing with a destructor is live when it reports.
 //
-// Only files under src/pg/ include this header (it pulls in postgres.h).
+// Only the code that talks to PostgreSQL (src/pg/, src/store/, src/feed/, src/worker/, the SQL entries of src/sinks/) includes this header (it pulls in postgres.h).
 #pragma once
 
 extern "C" {

@@ -1,6 +1,6 @@
 // Transactions, SPI queries and waiting, for statesman's own processes and for the C++ code
 // that runs SQL (dispatch_once). Every function here converts PostgreSQL errors into
-// pg::PgError, so callers may hold C++ objects. Only src/pg/ includes this header.
+// pg::PgError, so callers may hold C++ objects. It pulls in postgres.h: never included by sink code.
 #pragma once
 
 #include "statesman/pg/guard.hpp"

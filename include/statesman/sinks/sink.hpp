@@ -1,10 +1,10 @@
 // The sink interface (SPEC §6). A sink takes pages of statesman.state-change/v1 messages and
 // says whether every one of them was durably accepted. Sink code is plain C++: it never
-// includes PostgreSQL headers and never calls PostgreSQL; the dispatcher (src/pg/dispatcher.cpp)
+// includes PostgreSQL headers and never calls PostgreSQL; the dispatcher (src/worker/dispatcher.cpp)
 // reads the page, calls the sink, and moves the cursor only after the sink said yes.
 //
 // Adding a sink: one file under src/sinks/ that defines a SinkType (its name, its option
-// check, how to open it), one line in src/sinks/registry.cpp, one line in the Makefile, and
+// check, how to open it), one line in src/sinks/sink_types.cpp, one line in the Makefile, and
 // its tests against a real server.
 #pragma once
 
@@ -74,7 +74,7 @@ class Sink {
   Budget started_budget_;
 };
 
-// A kind of sink, as registered in src/sinks/registry.cpp.
+// A kind of sink, as registered in src/sinks/sink_types.cpp.
 struct SinkType {
   const char *name;
   // A sink that writes into the dispatcher's own database: SQL delivers its pages inside the

@@ -1,5 +1,5 @@
 // The sinks this build knows (SPEC §6). A new sink adds its SinkType here.
-#include "statesman/sink/sink.hpp"
+#include "statesman/sinks/sink.hpp"
 
 #include <nlohmann/json.hpp>
 

@@ -1,4 +1,4 @@
-// SQL entry points of the sink registry (src/sinks/registry.cpp):
+// SQL entry points of the sink registry (src/sinks/sink_types.cpp):
 //   statesman._known_sinks() → text[]
 //   statesman._check_sink_options(sink, options jsonb) → jsonb with defaults filled in
 #include "statesman/pg/guard.hpp"
@@ -16,7 +16,7 @@ PG_FUNCTION_INFO_V1(statesman_check_sink_options);
 
 #include <string>
 
-#include "statesman/sink/sink.hpp"
+#include "statesman/sinks/sink.hpp"
 
 extern "C" Datum statesman_known_sinks(PG_FUNCTION_ARGS) {
   using namespace statesman;

@@ -3,7 +3,7 @@
 //
 // Each entry reads its arguments in plain code (no C++ object alive), then runs its C++ body
 // under pg::Invoke; every call into PostgreSQL from the body goes through pg::Call.
-#include "statesman/pg/worker.hpp"
+#include "statesman/worker/workers.hpp"
 
 extern "C" {
 #include "access/genam.h"

@@ -16,7 +16,7 @@ PG_FUNCTION_INFO_V1(statesman_message);
 PG_FUNCTION_INFO_V1(statesman_message_text);
 }
 
-#include "statesman/store/message.hpp"
+#include "statesman/feed/message_format.hpp"
 
 namespace statesman::pg {
 namespace {

@@ -1,5 +1,5 @@
 // Wire-format helpers of the state-change message (SPEC §5).
-#include "statesman/store/message.hpp"
+#include "statesman/feed/message_format.hpp"
 
 #include <cstdio>
 

@@ -2,7 +2,7 @@
 // (woken by the commit hint of appending transactions, and at least once a second), it keeps
 // one dispatcher running per enabled outbox, and it runs the retention that waited for
 // delivery. It exits when the extension is dropped or statesman.enabled is turned off.
-#include "statesman/pg/worker.hpp"
+#include "statesman/worker/workers.hpp"
 #include "statesman/pg/work.hpp"
 
 extern "C" {
@@ -17,7 +17,7 @@ extern "C" {
 #include <set>
 #include <string>
 
-#include "statesman/worker/policy.hpp"
+#include "statesman/worker/backoff.hpp"
 
 namespace statesman::pg {
 namespace {

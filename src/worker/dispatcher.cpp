@@ -2,7 +2,7 @@
 // advance the cursor; for the `table` sink both commit in one transaction. The same cycle runs
 // in a dispatcher process (one transaction per page, under the outbox's lease, held across
 // cycles) and in statesman.dispatch_once() (in the caller's transaction).
-#include "statesman/pg/worker.hpp"
+#include "statesman/worker/workers.hpp"
 #include "statesman/pg/work.hpp"
 
 extern "C" {
@@ -26,8 +26,8 @@ PG_FUNCTION_INFO_V1(statesman_dispatch_once);
 #include <string>
 
 #include "statesman/error.hpp"
-#include "statesman/sink/sink.hpp"
-#include "statesman/worker/policy.hpp"
+#include "statesman/sinks/sink.hpp"
+#include "statesman/worker/backoff.hpp"
 
 namespace statesman::pg {
 namespace {

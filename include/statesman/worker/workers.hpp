@@ -1,5 +1,5 @@
 // The background workers: settings, the shared registry of running workers, and the entry
-// points PostgreSQL calls. Only src/pg/ includes this header (it pulls in postgres.h).
+// points PostgreSQL calls. It pulls in postgres.h: never included by sink code.
 //
 //   launcher         one per server (shared_preload_libraries); starts a database worker
 //                    for every database that accepts connections, every statesman.naptime.
@@ -20,7 +20,7 @@ extern "C" {
 
 namespace statesman::pg {
 
-// GUCs (module.cpp).
+// GUCs (src/module.cpp).
 extern bool guc_enabled;
 extern int guc_max_workers;
 extern int guc_naptime_ms;
@@ -28,7 +28,7 @@ extern bool guc_hints;
 
 void DefineSettings();
 
-// ---- Registry of running workers (registry.cpp) --------------------------------------
+// ---- Registry of running workers (src/worker/worker_slots.cpp) --------------------------------------
 // A slot names a worker by (database, outbox id); the outbox id is empty for a database
 // worker. The launching process reserves the slot, the worker claims it when it starts and
 // frees it when it exits, so no two workers ever serve the same identity.

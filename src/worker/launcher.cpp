@@ -2,7 +2,7 @@
 // database worker for each one that has none; a database worker exits at once where the
 // extension is not installed, so a database that installs it later is served within one
 // naptime. The launcher never raises an ERROR for want of a worker slot: it warns and retries.
-#include "statesman/pg/worker.hpp"
+#include "statesman/worker/workers.hpp"
 #include "statesman/pg/work.hpp"
 
 extern "C" {
@@ -24,7 +24,7 @@ extern "C" {
 #include <string>
 #include <vector>
 
-#include "statesman/worker/policy.hpp"
+#include "statesman/worker/backoff.hpp"
 
 namespace statesman::pg {
 namespace {

@@ -1,5 +1,5 @@
-// Timing rules of the dispatcher (see policy.hpp).
-#include "statesman/worker/policy.hpp"
+// Timing rules of the dispatcher (see backoff.hpp).
+#include "statesman/worker/backoff.hpp"
 
 #include <algorithm>
 

@@ -1,6 +1,6 @@
 // The shared registry of statesman's workers, and the commit hint that wakes the sequencer.
 // Everything here is plain PostgreSQL code without C++ objects, so it may ereport freely.
-#include "statesman/pg/worker.hpp"
+#include "statesman/worker/workers.hpp"
 
 extern "C" {
 #include "access/xact.h"

@@ -1,5 +1,5 @@
 // Module entry: the magic block, the settings and _PG_init.
-#include "statesman/pg/worker.hpp"
+#include "statesman/worker/workers.hpp"
 
 extern "C" {
 #include "miscadmin.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "statesman/sink/sink.hpp"
+#include "statesman/sinks/sink.hpp"
 
 namespace statesman::sink {
 

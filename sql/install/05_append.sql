@@ -1,0 +1,49 @@
+-------------------------------------------------------------------------------
+-- Writing
+-------------------------------------------------------------------------------
+
+-- The append functions are on every application's hot path, so they are not SECURITY DEFINER
+-- (whose per-call search_path switch costs as much as the insert's own index work). The C code
+-- instead acts on the ledger as its owner only around fixed statements in which every relation,
+-- function and operator is schema-qualified, the way PostgreSQL's RI triggers do: a caller's
+-- search_path cannot capture anything, and callers need no privileges on the tables.
+
+CREATE FUNCTION statesman.append(
+    root text, path text, payload jsonb, partition text DEFAULT '', operation text DEFAULT 'put',
+    status text DEFAULT 'ok', value_type text DEFAULT NULL, schema_version integer DEFAULT NULL,
+    source text DEFAULT NULL, correlation_id text DEFAULT NULL, causation_id text DEFAULT NULL,
+    metadata jsonb DEFAULT NULL, error text DEFAULT NULL, fresh_until timestamptz DEFAULT NULL,
+    serve_until timestamptz DEFAULT NULL)
+    RETURNS TABLE (address text, revision bigint)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_append';
+COMMENT ON FUNCTION statesman.append(text, text, jsonb, text, text, text, text, integer, text, text,
+    text, jsonb, text, timestamptz, timestamptz) IS
+    'appends a record with a JSON payload (stored as its UTF-8 text, content type application/json)';
+
+CREATE FUNCTION statesman.append_bytes(
+    root text, path text, payload bytea, content_type text, serializer_id text DEFAULT NULL,
+    partition text DEFAULT '', operation text DEFAULT 'put', status text DEFAULT 'ok',
+    value_type text DEFAULT NULL, schema_version integer DEFAULT NULL, source text DEFAULT NULL,
+    correlation_id text DEFAULT NULL, causation_id text DEFAULT NULL, metadata jsonb DEFAULT NULL,
+    error text DEFAULT NULL, fresh_until timestamptz DEFAULT NULL,
+    serve_until timestamptz DEFAULT NULL)
+    RETURNS TABLE (address text, revision bigint)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_append_bytes';
+COMMENT ON FUNCTION statesman.append_bytes(text, text, bytea, text, text, text, text, text, text,
+    integer, text, text, text, jsonb, text, timestamptz, timestamptz) IS
+    'appends a record with an opaque byte payload';
+
+CREATE FUNCTION statesman.append_delete(
+    root text, path text, partition text DEFAULT '', status text DEFAULT 'ok',
+    value_type text DEFAULT NULL, schema_version integer DEFAULT NULL, source text DEFAULT NULL,
+    correlation_id text DEFAULT NULL, causation_id text DEFAULT NULL, metadata jsonb DEFAULT NULL,
+    error text DEFAULT NULL, fresh_until timestamptz DEFAULT NULL,
+    serve_until timestamptz DEFAULT NULL)
+    RETURNS TABLE (address text, revision bigint)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_append_delete';
+COMMENT ON FUNCTION statesman.append_delete(text, text, text, text, text, integer, text, text, text,
+    jsonb, text, timestamptz, timestamptz) IS
+    'appends a tombstone (operation delete, no payload)';

@@ -1,0 +1,394 @@
+-------------------------------------------------------------------------------
+-- Outboxes
+-------------------------------------------------------------------------------
+
+-- The sinks this build knows, in the order error messages list them.
+CREATE FUNCTION statesman._known_sinks() RETURNS text[]
+    LANGUAGE c IMMUTABLE PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'statesman_known_sinks';
+COMMENT ON FUNCTION statesman._known_sinks() IS 'the sink names create_outbox accepts';
+
+-- The `table` sink's target as a quoted, schema-qualified name, from its options.
+CREATE FUNCTION statesman._sink_table(sink_options jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    parts text[];
+BEGIN
+    IF jsonb_typeof(sink_options->'table') IS DISTINCT FROM 'string' THEN
+        RAISE EXCEPTION 'sink option "table" must be a string naming schema.table'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    BEGIN
+        parts := parse_ident(sink_options->>'table');
+    EXCEPTION WHEN invalid_parameter_value THEN
+        parts := NULL;
+    END;
+    IF parts IS NULL OR cardinality(parts) <> 2 OR parts[1] = '' OR parts[2] = '' THEN
+        RAISE EXCEPTION 'sink option "table" must be a schema-qualified table name, e.g. "statesman.delivered"'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Got %s.', sink_options->'table');
+    END IF;
+    -- PostgreSQL would truncate a longer name: the option would not name the table it delivers to.
+    IF octet_length(parts[1]) > 63 OR octet_length(parts[2]) > 63 THEN
+        RAISE EXCEPTION 'sink option "table": schema and table names must be at most 63 bytes each'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A temporary table lives in one session: no dispatcher could ever see it.
+    IF parts[1] ~ '^pg_(temp|toast)' THEN
+        RAISE EXCEPTION 'sink option "table" must not name a temporary or TOAST schema (got "%")', parts[1]
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN format('%I.%I', parts[1], parts[2]);
+END
+$$;
+COMMENT ON FUNCTION statesman._sink_table(jsonb) IS
+    'the table sink''s target from its options, quoted and schema-qualified';
+
+-- Checks a sink name and its options; returns the options as stored (defaults filled in).
+-- For the `table` sink the target table is created when absent, or checked when present.
+CREATE FUNCTION statesman._check_sink(sink text, sink_options jsonb) RETURNS jsonb
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    unknown text;
+    target text;
+    rel oid;
+BEGIN
+    PERFORM statesman._require(sink, 'sink');
+    PERFORM statesman._require(sink_options, 'sink_options');
+    IF NOT sink = ANY (statesman._known_sinks()) THEN
+        RAISE EXCEPTION 'unknown sink "%" (known sinks: %)', sink, array_to_string(statesman._known_sinks(), ', ')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF jsonb_typeof(sink_options) <> 'object' THEN
+        RAISE EXCEPTION 'sink_options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sink <> 'table' THEN
+        -- Sinks outside this database check their own options (src/sinks/).
+        RETURN statesman._check_sink_options(sink, sink_options);
+    END IF;
+
+    -- sink = 'table'
+    SELECT string_agg(format('"%s"', k), ', ') INTO unknown
+    FROM jsonb_object_keys(sink_options) k WHERE k <> 'table';
+    IF unknown IS NOT NULL THEN
+        RAISE EXCEPTION 'unknown option % for sink "table"', unknown
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The table sink takes one option: "table".';
+    END IF;
+    IF NOT sink_options ? 'table' THEN
+        sink_options := jsonb_build_object('table', 'statesman.delivered');
+    END IF;
+    target := statesman._sink_table(sink_options);
+    rel := to_regclass(target);
+    IF rel IS NULL THEN
+        EXECUTE format('CREATE TABLE %s (
+                            message_id      text PRIMARY KEY,
+                            global_position bigint NOT NULL,
+                            message         jsonb NOT NULL,
+                            published_at    timestamptz NOT NULL DEFAULT pg_catalog.now())', target);
+    ELSIF NOT EXISTS (
+        SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+        WHERE i.indrelid = rel AND i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL
+          AND a.attname = 'message_id')
+       OR (SELECT count(*) FROM pg_attribute a
+           WHERE a.attrelid = rel AND NOT a.attisdropped
+             AND a.attname IN ('message_id', 'global_position', 'message')) <> 3
+       -- Columns the delivery's insert could not fill: the three of the wrong type, or any
+       -- other NOT NULL column without a default.
+       OR EXISTS (
+           SELECT FROM pg_attribute a
+           WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+             AND CASE a.attname
+                     WHEN 'message_id' THEN a.atttypid NOT IN ('text'::regtype, 'varchar'::regtype)
+                     WHEN 'global_position' THEN a.atttypid NOT IN ('bigint'::regtype, 'numeric'::regtype)
+                     WHEN 'message' THEN a.atttypid NOT IN ('jsonb'::regtype, 'json'::regtype, 'text'::regtype)
+                     ELSE a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''
+                 END) THEN
+        RAISE EXCEPTION 'table % cannot take deliveries', target
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = 'It needs columns message_id (text, unique), global_position (bigint) and message '
+                         '(jsonb); any other NOT NULL column needs a default.';
+    END IF;
+    RETURN sink_options;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_sink(text, jsonb) IS
+    'validates a sink and its options; prepares the table sink''s target';
+
+-- Checks the options of a sink outside this database (redis, postgres) and returns them with
+-- defaults filled in; raises 22023 naming the option. Never echoes a secret.
+CREATE FUNCTION statesman._check_sink_options(sink text, sink_options jsonb) RETURNS jsonb
+    LANGUAGE c STABLE STRICT
+    AS 'MODULE_PATHNAME', 'statesman_check_sink_options';
+COMMENT ON FUNCTION statesman._check_sink_options(text, jsonb) IS
+    'validates the options of a sink outside this database; fills in defaults';
+
+-- A sink call must end before the lease would expire (SPEC §6).
+CREATE FUNCTION statesman._check_sink_timeout(sink_options jsonb, lease_ttl interval) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    IF jsonb_typeof(sink_options->'timeout_ms') = 'number'
+       AND (sink_options->>'timeout_ms')::numeric * interval '1 millisecond' >= lease_ttl THEN
+        RAISE EXCEPTION 'sink option "timeout_ms" (% ms) must be shorter than lease_ttl (%)',
+            sink_options->>'timeout_ms', lease_ttl
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A sink call that outlasts the lease would let a second dispatcher publish at the same time.';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_sink_timeout(jsonb, interval) IS
+    'checks that a sink''s timeout_ms is shorter than the outbox''s lease_ttl';
+
+-- Checks every setting of an outbox row (create_outbox and alter_outbox); raises 22023/22004.
+CREATE FUNCTION statesman._check_outbox(o statesman.outboxes) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    renew interval := COALESCE(o.lease_renew_interval, o.lease_ttl / 3);
+BEGIN
+    PERFORM statesman._require(o.batch_size, 'batch_size');
+    PERFORM statesman._require(o.poll_interval, 'poll_interval');
+    PERFORM statesman._require(o.require_lease, 'require_lease');
+    PERFORM statesman._require(o.lease_ttl, 'lease_ttl');
+    PERFORM statesman._require(o.min_retry_delay, 'min_retry_delay');
+    PERFORM statesman._require(o.max_retry_delay, 'max_retry_delay');
+    PERFORM statesman._require(o.enabled, 'enabled');
+    IF o.root IS NOT NULL THEN
+        PERFORM statesman._check_name(o.root, 'root');
+    END IF;
+    IF o.batch_size < 1 OR o.batch_size > 100000 THEN
+        RAISE EXCEPTION 'batch_size must be between 1 and 100000 (got %)', o.batch_size
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF o.poll_interval < interval '10 milliseconds' OR o.poll_interval > interval '1 hour' THEN
+        RAISE EXCEPTION 'poll_interval must be between 10 milliseconds and 1 hour (got %)', o.poll_interval
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF o.lease_ttl < interval '1 second' OR o.lease_ttl > interval '1 day' THEN
+        RAISE EXCEPTION 'lease_ttl must be between 1 second and 1 day (got %)', o.lease_ttl
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF o.lease_renew_interval IS NOT NULL AND o.lease_renew_interval <= interval '0' THEN
+        RAISE EXCEPTION 'lease_renew_interval must be positive (got %)', o.lease_renew_interval
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF renew >= o.lease_ttl THEN
+        RAISE EXCEPTION 'lease_renew_interval (%) must be shorter than lease_ttl (%)', renew, o.lease_ttl
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF o.min_retry_delay < interval '0' THEN
+        RAISE EXCEPTION 'min_retry_delay must not be negative (got %)', o.min_retry_delay
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF o.min_retry_delay > o.max_retry_delay THEN
+        RAISE EXCEPTION 'min_retry_delay (%) must not exceed max_retry_delay (%)', o.min_retry_delay, o.max_retry_delay
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF o.max_retry_delay >= o.lease_ttl THEN
+        RAISE EXCEPTION 'max_retry_delay (%) must be shorter than lease_ttl (%)', o.max_retry_delay, o.lease_ttl
+            USING ERRCODE = 'invalid_parameter_value',
+                  HINT = 'A leader that waits longer than its lease would lose it while backing off.';
+    END IF;
+    IF o.skip_poison_after_attempts < 1 THEN
+        RAISE EXCEPTION 'skip_poison_after_attempts must be at least 1 (or NULL to never skip)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF octet_length(o.fingerprint) > 1024 OR octet_length(o.payload_content_type) > 1024 THEN
+        RAISE EXCEPTION 'fingerprint and payload_content_type must be at most 1024 bytes'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_outbox(statesman.outboxes) IS 'validates an outbox''s settings';
+
+-- Raises 42704 when the outbox does not exist; returns its row, locked against concurrent change.
+CREATE FUNCTION statesman._outbox_for_update(outbox_id text) RETURNS statesman.outboxes
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+BEGIN
+    PERFORM statesman._check_id(outbox_id, 'outbox_id');
+    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _outbox_for_update.outbox_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'outbox "%" does not exist', outbox_id USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN o;
+END
+$$;
+COMMENT ON FUNCTION statesman._outbox_for_update(text) IS 'an outbox''s row, locked; 42704 when absent';
+
+CREATE FUNCTION statesman.create_outbox(
+    outbox_id text, sink text DEFAULT 'table', sink_options jsonb DEFAULT '{}', root text DEFAULT NULL,
+    batch_size integer DEFAULT 1000, poll_interval interval DEFAULT '1 second',
+    require_lease boolean DEFAULT true, lease_ttl interval DEFAULT '30 seconds',
+    lease_renew_interval interval DEFAULT NULL, min_retry_delay interval DEFAULT '200 milliseconds',
+    max_retry_delay interval DEFAULT '15 seconds', skip_poison_after_attempts integer DEFAULT NULL,
+    fingerprint text DEFAULT NULL, payload_content_type text DEFAULT NULL, enabled boolean DEFAULT true)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+BEGIN
+    PERFORM statesman._check_id(create_outbox.outbox_id, 'outbox_id');
+    o := ROW(create_outbox.outbox_id, create_outbox.sink, NULL, lower(create_outbox.root),
+             create_outbox.batch_size, create_outbox.poll_interval, create_outbox.require_lease,
+             create_outbox.lease_ttl, create_outbox.lease_renew_interval, create_outbox.min_retry_delay,
+             create_outbox.max_retry_delay, create_outbox.skip_poison_after_attempts,
+             NULLIF(create_outbox.fingerprint, ''), NULLIF(create_outbox.payload_content_type, ''),
+             create_outbox.enabled,
+             now(), now())::statesman.outboxes;
+    PERFORM statesman._check_outbox(o);
+    IF EXISTS (SELECT FROM statesman.outboxes x WHERE x.outbox_id = create_outbox.outbox_id) THEN
+        RAISE EXCEPTION 'outbox "%" already exists', create_outbox.outbox_id
+            USING ERRCODE = 'unique_violation', HINT = 'Use statesman.alter_outbox() to change it.';
+    END IF;
+    o.sink_options := statesman._check_sink(create_outbox.sink, create_outbox.sink_options);
+    PERFORM statesman._check_sink_timeout(o.sink_options, o.lease_ttl);
+    BEGIN
+        INSERT INTO statesman.outboxes SELECT o.*;
+    EXCEPTION WHEN unique_violation THEN
+        RAISE EXCEPTION 'outbox "%" already exists', create_outbox.outbox_id
+            USING ERRCODE = 'unique_violation', HINT = 'Use statesman.alter_outbox() to change it.';
+    END;
+    INSERT INTO statesman.outbox_state (outbox_id) VALUES (o.outbox_id);
+    INSERT INTO statesman.leases (outbox_id) VALUES (o.outbox_id);
+END
+$$;
+COMMENT ON FUNCTION statesman.create_outbox(text, text, jsonb, text, integer, interval, boolean, interval,
+    interval, interval, interval, integer, text, text, boolean) IS
+    'registers an outbox: a sink that the worker delivers every feed record to';
+
+-- NULL leaves a setting as it is. To clear an optional setting: root, fingerprint or
+-- payload_content_type => '' ; lease_renew_interval => '0' (back to lease_ttl / 3);
+-- skip_poison_after_attempts => 0 (never skip).
+CREATE FUNCTION statesman.alter_outbox(
+    outbox_id text, sink text DEFAULT NULL, sink_options jsonb DEFAULT NULL, root text DEFAULT NULL,
+    batch_size integer DEFAULT NULL, poll_interval interval DEFAULT NULL,
+    require_lease boolean DEFAULT NULL, lease_ttl interval DEFAULT NULL,
+    lease_renew_interval interval DEFAULT NULL, min_retry_delay interval DEFAULT NULL,
+    max_retry_delay interval DEFAULT NULL, skip_poison_after_attempts integer DEFAULT NULL,
+    fingerprint text DEFAULT NULL, payload_content_type text DEFAULT NULL, enabled boolean DEFAULT NULL)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes := statesman._outbox_for_update(alter_outbox.outbox_id);
+BEGIN
+    o.root := CASE WHEN alter_outbox.root = '' THEN NULL ELSE COALESCE(lower(alter_outbox.root), o.root) END;
+    o.batch_size := COALESCE(alter_outbox.batch_size, o.batch_size);
+    o.poll_interval := COALESCE(alter_outbox.poll_interval, o.poll_interval);
+    o.require_lease := COALESCE(alter_outbox.require_lease, o.require_lease);
+    o.lease_ttl := COALESCE(alter_outbox.lease_ttl, o.lease_ttl);
+    o.lease_renew_interval := CASE WHEN alter_outbox.lease_renew_interval = interval '0' THEN NULL
+                                   ELSE COALESCE(alter_outbox.lease_renew_interval, o.lease_renew_interval) END;
+    o.min_retry_delay := COALESCE(alter_outbox.min_retry_delay, o.min_retry_delay);
+    o.max_retry_delay := COALESCE(alter_outbox.max_retry_delay, o.max_retry_delay);
+    o.skip_poison_after_attempts := CASE WHEN alter_outbox.skip_poison_after_attempts = 0 THEN NULL
+        ELSE COALESCE(alter_outbox.skip_poison_after_attempts, o.skip_poison_after_attempts) END;
+    o.fingerprint := CASE WHEN alter_outbox.fingerprint = '' THEN NULL
+                          ELSE COALESCE(alter_outbox.fingerprint, o.fingerprint) END;
+    o.payload_content_type := CASE WHEN alter_outbox.payload_content_type = '' THEN NULL
+                                   ELSE COALESCE(alter_outbox.payload_content_type, o.payload_content_type) END;
+    o.enabled := COALESCE(alter_outbox.enabled, o.enabled);
+    PERFORM statesman._check_outbox(o);
+    IF alter_outbox.sink IS NOT NULL OR alter_outbox.sink_options IS NOT NULL THEN
+        -- New options, or the current ones when only the sink is named again; a different
+        -- sink without options starts from its defaults.
+        o.sink_options := statesman._check_sink(COALESCE(alter_outbox.sink, o.sink),
+            COALESCE(alter_outbox.sink_options,
+                     CASE WHEN COALESCE(alter_outbox.sink, o.sink) = o.sink THEN o.sink_options
+                          ELSE '{}'::jsonb END));
+        o.sink := COALESCE(alter_outbox.sink, o.sink);
+    END IF;
+    PERFORM statesman._check_sink_timeout(o.sink_options, o.lease_ttl);
+    UPDATE statesman.outboxes x
+    SET sink = o.sink, sink_options = o.sink_options, root = o.root, batch_size = o.batch_size,
+        poll_interval = o.poll_interval, require_lease = o.require_lease, lease_ttl = o.lease_ttl,
+        lease_renew_interval = o.lease_renew_interval, min_retry_delay = o.min_retry_delay,
+        max_retry_delay = o.max_retry_delay, skip_poison_after_attempts = o.skip_poison_after_attempts,
+        fingerprint = o.fingerprint, payload_content_type = o.payload_content_type,
+        enabled = o.enabled, updated_at = now()
+    WHERE x.outbox_id = o.outbox_id;
+END
+$$;
+COMMENT ON FUNCTION statesman.alter_outbox(text, text, jsonb, text, integer, interval, boolean, interval,
+    interval, interval, interval, integer, text, text, boolean) IS
+    'changes an outbox''s settings (NULL: unchanged); a running dispatcher picks them up within one poll interval';
+
+CREATE FUNCTION statesman.drop_outbox(outbox_id text) RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    PERFORM statesman._check_id(drop_outbox.outbox_id, 'outbox_id');
+    -- Waits for a page under way to commit (see statesman._page_outbox). Taken before
+    -- the row lock, in the order pages take them: a page's insert into dead_letters checks this
+    -- row's key.
+    PERFORM pg_advisory_xact_lock(1398033745, statesman._lease_key(drop_outbox.outbox_id));
+    PERFORM statesman._outbox_for_update(drop_outbox.outbox_id);
+    -- Its state, lease row and dead letters go with it (ON DELETE CASCADE); so does its cursor.
+    DELETE FROM statesman.outboxes x WHERE x.outbox_id = drop_outbox.outbox_id;
+    DELETE FROM statesman.cursors c WHERE c.outbox_id = drop_outbox.outbox_id;
+END
+$$;
+COMMENT ON FUNCTION statesman.drop_outbox(text) IS
+    'removes an outbox with its cursor, state and dead letters; the sink''s table stays';
+
+CREATE FUNCTION statesman.pause_outbox(outbox_id text) RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    PERFORM statesman._outbox_for_update(pause_outbox.outbox_id);
+    UPDATE statesman.outboxes x SET enabled = false, updated_at = now()
+    WHERE x.outbox_id = pause_outbox.outbox_id AND x.enabled;
+END
+$$;
+COMMENT ON FUNCTION statesman.pause_outbox(text) IS
+    'stops delivery after the current page; the cursor stays (a paused outbox does not hold retention back)';
+
+CREATE FUNCTION statesman.resume_outbox(outbox_id text) RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    PERFORM statesman._outbox_for_update(resume_outbox.outbox_id);
+    UPDATE statesman.outboxes x SET enabled = true, updated_at = now()
+    WHERE x.outbox_id = resume_outbox.outbox_id AND NOT x.enabled;
+    UPDATE statesman.outbox_state s SET attempts = 0 WHERE s.outbox_id = resume_outbox.outbox_id;
+END
+$$;
+COMMENT ON FUNCTION statesman.resume_outbox(text) IS 'resumes delivery from the outbox''s cursor';
+
+CREATE FUNCTION statesman.redeliver(outbox_id text, message_id text DEFAULT NULL) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    n bigint;
+BEGIN
+    PERFORM statesman._outbox_for_update(redeliver.outbox_id);
+    UPDATE statesman.dead_letters d SET requeued_at = now()
+    WHERE d.outbox_id = redeliver.outbox_id
+      AND (redeliver.message_id IS NULL OR d.message_id = redeliver.message_id);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 0 AND redeliver.message_id IS NOT NULL THEN
+        RAISE EXCEPTION 'outbox "%" has no parked message "%"', redeliver.outbox_id, redeliver.message_id
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION statesman.redeliver(text, text) IS
+    'queues parked messages (all, or one message id) to be handed to the sink again; returns how many';

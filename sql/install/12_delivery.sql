@@ -1,0 +1,383 @@
+-------------------------------------------------------------------------------
+-- Delivery pages (the dispatcher's and dispatch_once's calls)
+-------------------------------------------------------------------------------
+
+-- The outcome of one page of delivery.
+CREATE TYPE statesman._page_result AS (
+    status        text,      -- 'delivered', 'empty', 'failed', 'paused' or 'gone'
+    read          bigint,    -- feed records in the page
+    last_position bigint,    -- the cursor after the page
+    published     bigint,
+    deduplicated  bigint,
+    attempts      integer,   -- consecutive failures so far (after a failure)
+    error         text,
+    full_page     boolean    -- the page had batch_size records: more may follow at once
+);
+
+-- Records a failed attempt. Runs in the dispatcher's transaction, outside the rolled-back
+-- sink work, so the failure is kept.
+CREATE FUNCTION statesman._note_failure(outbox_id text, error text) RETURNS integer
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    UPDATE statesman.outbox_state s
+    SET attempts = s.attempts + 1, last_error = left(_note_failure.error, 2000), last_error_at = clock_timestamp()
+    WHERE s.outbox_id = _note_failure.outbox_id
+    RETURNING s.attempts
+$$;
+COMMENT ON FUNCTION statesman._note_failure(text, text) IS 'counts a failed delivery attempt';
+
+-- The outbox a page works for, with the page lock held until the transaction ends: shared
+-- between pages, exclusive for drop_outbox, so a dropped outbox's cursor can never be written
+-- back by a page that was under way (an advisory lock: no row lock, no WAL). NULL fields when
+-- the outbox is gone.
+CREATE FUNCTION statesman._page_outbox(outbox_id text) RETURNS statesman.outboxes
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+BEGIN
+    PERFORM pg_advisory_xact_lock_shared(1398033745, statesman._lease_key(_page_outbox.outbox_id));
+    SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _page_outbox.outbox_id;
+    RETURN o;
+END
+$$;
+COMMENT ON FUNCTION statesman._page_outbox(text) IS 'an outbox''s row, under the page lock';
+
+-- Moves an outbox's cursor forward to a position delivered (or parked) in this transaction.
+CREATE FUNCTION statesman._move_cursor(outbox_id text, "position" bigint) RETURNS void
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    INSERT INTO statesman.cursors AS c (outbox_id, position) VALUES (_move_cursor.outbox_id, _move_cursor."position")
+    ON CONFLICT ON CONSTRAINT cursors_pkey DO UPDATE
+        SET position = EXCLUDED.position, updated_at = now()
+        WHERE c.position < EXCLUDED.position
+$$;
+COMMENT ON FUNCTION statesman._move_cursor(text, bigint) IS 'moves a cursor forward within a page''s transaction';
+
+-- Delivers the next page of the feed to a `table` sink: the inserts, the cursor advance and the
+-- totals commit together, so delivery into the table is exactly-once. The sink's failure
+-- (a constraint, a trigger, a missing table) is caught, recorded and reported as 'failed'.
+CREATE FUNCTION statesman._deliver_table_page(outbox_id text) RETURNS statesman._page_result
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    r statesman._page_result;
+    v_after bigint;
+    v_matching bigint;
+    v_target text;
+    v_store text;
+    v_epoch uuid;
+    v_insert text;
+BEGIN
+    o := statesman._page_outbox(_deliver_table_page.outbox_id);
+    IF o.outbox_id IS NULL THEN
+        r.status := 'gone'; RETURN r;
+    ELSIF NOT o.enabled THEN
+        r.status := 'paused'; RETURN r;
+    END IF;
+    v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+
+    SELECT count(*), max(p.global_position), count(*) FILTER (WHERE o.root IS NULL OR p.root = o.root)
+    INTO r.read, r.last_position, v_matching
+    FROM (SELECT h.global_position, h.root FROM statesman.history h
+          WHERE h.global_position > v_after ORDER BY h.global_position LIMIT o.batch_size) p;
+    IF r.read = 0 THEN
+        r.status := 'empty'; r.last_position := NULLIF(v_after, 0); RETURN r;
+    END IF;
+
+    r.published := 0;
+    IF v_matching > 0 THEN
+        SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
+        BEGIN
+            v_target := statesman._sink_table(o.sink_options);
+            v_insert := format(
+                'INSERT INTO %s AS t (message_id, global_position, message) '
+                'SELECT $4 || ''/'' || h.address || ''#'' || h.revision, h.global_position, '
+                '  statesman._message($4, $5, h.address, h.root, h.path, h.partition, h.revision, '
+                '    h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, '
+                '    h.source, COALESCE(h.fingerprint, $6, r.fingerprint), COALESCE(h.content_type, $7, r.content_type), '
+                '    h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error) '
+                'FROM statesman.history h LEFT JOIN statesman.roots r ON r.root OPERATOR(pg_catalog.=) h.root '
+                'WHERE h.global_position OPERATOR(pg_catalog.>) $1 AND h.global_position OPERATOR(pg_catalog.<=) $2 '
+                '  AND ($3::text IS NULL OR h.root OPERATOR(pg_catalog.=) $3) '
+                'ORDER BY h.global_position', v_target);
+            BEGIN
+                -- The common case: nothing of this page is in the table yet.
+                EXECUTE v_insert USING v_after, r.last_position, o.root, v_store, v_epoch, o.fingerprint, o.payload_content_type;
+            EXCEPTION WHEN unique_violation THEN
+                -- Re-delivery (a cursor seeded back, a restored table): keep what is there.
+                EXECUTE v_insert || ' ON CONFLICT (message_id) DO NOTHING'
+                    USING v_after, r.last_position, o.root, v_store, v_epoch, o.fingerprint, o.payload_content_type;
+            END;
+            GET DIAGNOSTICS r.published = ROW_COUNT;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
+            r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);
+            r.status := 'failed';
+            r.attempts := statesman._note_failure(o.outbox_id, r.error);
+            r.last_position := NULLIF(v_after, 0);
+            RETURN r;
+        END;
+    END IF;
+    r.deduplicated := v_matching - r.published;
+
+    PERFORM statesman._finish_page(o.outbox_id, r.last_position, r.published, r.deduplicated);
+    r.status := 'delivered';
+    r.attempts := 0;
+    r.full_page := r.read >= o.batch_size;
+    RETURN r;
+END
+$$;
+COMMENT ON FUNCTION statesman._deliver_table_page(text) IS
+    'delivers the next page of the feed to a table sink, with the cursor advance in the same transaction';
+
+-- Skips the next page after repeated failures: parks its messages in dead_letters and moves
+-- the cursor past it, in one transaction. Returns how many messages were parked.
+CREATE FUNCTION statesman._park_page(outbox_id text, error text, attempts integer, page_records bigint)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    v_after bigint;
+    v_last bigint;
+    v_store text;
+    v_epoch uuid;
+    parked bigint;
+BEGIN
+    o := statesman._page_outbox(_park_page.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
+        RETURN 0;
+    END IF;
+    v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+    -- Exactly the page that failed: records sequenced since then were never tried.
+    SELECT max(p.global_position) INTO v_last
+    FROM (SELECT h.global_position FROM statesman.history h
+          WHERE h.global_position > v_after ORDER BY h.global_position
+          LIMIT LEAST(o.batch_size, _park_page.page_records)) p;
+    IF v_last IS NULL THEN
+        RETURN 0;
+    END IF;
+    SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
+    INSERT INTO statesman.dead_letters AS d (outbox_id, global_position, message_id, message, last_error, attempts)
+    SELECT o.outbox_id, h.global_position, v_store || '/' || h.address || '#' || h.revision,
+           statesman._message(v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
+               h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+               h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
+               COALESCE(h.content_type, o.payload_content_type, r.content_type),
+               h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error),
+           left(_park_page.error, 2000), _park_page.attempts
+    FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
+    WHERE h.global_position > v_after AND h.global_position <= v_last
+      AND (o.root IS NULL OR h.root = o.root)
+    ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
+        SET last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
+    GET DIAGNOSTICS parked = ROW_COUNT;
+    PERFORM statesman._move_cursor(o.outbox_id, v_last);
+    UPDATE statesman.outbox_state s SET attempts = 0, skipped_total = s.skipped_total + parked
+    WHERE s.outbox_id = o.outbox_id;
+    RETURN parked;
+END
+$$;
+COMMENT ON FUNCTION statesman._park_page(text, text, integer, bigint) IS
+    'skips the next page: parks its messages in dead_letters and moves the cursor past it';
+
+-- Hands requeued dead letters to a `table` sink (at most one page); delivered ones leave
+-- dead_letters in the same transaction. On failure they stay parked and are no longer
+-- requeued, so one broken message cannot stall the feed: redeliver() again to retry.
+CREATE FUNCTION statesman._redeliver_table_page(outbox_id text) RETURNS statesman._page_result
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    r statesman._page_result;
+    v_target text;
+    v_positions bigint[];
+BEGIN
+    o := statesman._page_outbox(_redeliver_table_page.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
+        r.status := 'empty'; r.read := 0; RETURN r;
+    END IF;
+    SELECT array_agg(d.global_position ORDER BY d.global_position) INTO v_positions
+    FROM (SELECT d.global_position FROM statesman.dead_letters d
+          WHERE d.outbox_id = o.outbox_id AND d.requeued_at IS NOT NULL
+          ORDER BY d.global_position LIMIT o.batch_size) d;
+    r.read := COALESCE(cardinality(v_positions), 0);
+    IF r.read = 0 THEN
+        r.status := 'empty'; RETURN r;
+    END IF;
+    BEGIN
+        v_target := statesman._sink_table(o.sink_options);
+        EXECUTE format(
+            'INSERT INTO %s AS t (message_id, global_position, message) '
+            'SELECT d.message_id, d.global_position, d.message FROM statesman.dead_letters d '
+            'WHERE d.outbox_id OPERATOR(pg_catalog.=) $1 AND d.global_position OPERATOR(pg_catalog.=) ANY ($2) '
+            'ORDER BY d.global_position ON CONFLICT (message_id) DO NOTHING', v_target)
+            USING o.outbox_id, v_positions;
+        GET DIAGNOSTICS r.published = ROW_COUNT;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
+        r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);
+        PERFORM statesman._requeued_outcome(o.outbox_id, v_positions, false, 0, 0, r.error);
+        r.status := 'failed';
+        RETURN r;
+    END;
+    r.deduplicated := r.read - r.published;
+    PERFORM statesman._requeued_outcome(o.outbox_id, v_positions, true, r.published, r.deduplicated, NULL);
+    r.status := 'delivered';
+    RETURN r;
+END
+$$;
+COMMENT ON FUNCTION statesman._redeliver_table_page(text) IS
+    'hands requeued dead letters to a table sink and removes the delivered ones';
+
+-- Sinks outside this database (redis, postgres) take a page in three steps inside one
+-- transaction of the dispatcher: _open_page (under the page lock) says which records the page
+-- holds, _page_messages builds them, the sink publishes them, and only then _finish_page
+-- moves the cursor (publish first, then advance: SPEC §4).
+CREATE TYPE statesman._page AS (
+    status        text,      -- 'ready', 'empty', 'paused' or 'gone'
+    after         bigint,    -- the cursor before the page (0 when it has none)
+    last_position bigint,    -- the cursor after the page
+    read          bigint,    -- feed records in the page
+    matching      bigint,    -- of them, the records the outbox publishes (its root)
+    full_page     boolean    -- the page had batch_size records: more may follow at once
+);
+
+-- `after` NULL: the page after the outbox's cursor; else the page after that position (the
+-- dispatcher reads the next page ahead while the sink works on the current one).
+CREATE FUNCTION statesman._open_page(outbox_id text, after bigint DEFAULT NULL) RETURNS statesman._page
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    p statesman._page;
+BEGIN
+    o := statesman._page_outbox(_open_page.outbox_id);
+    IF o.outbox_id IS NULL THEN
+        p.status := 'gone'; RETURN p;
+    ELSIF NOT o.enabled THEN
+        p.status := 'paused'; RETURN p;
+    END IF;
+    p.after := COALESCE(_open_page.after,
+                        (SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+    SELECT count(*), max(x.global_position), count(*) FILTER (WHERE o.root IS NULL OR x.root = o.root)
+    INTO p.read, p.last_position, p.matching
+    FROM (SELECT h.global_position, h.root FROM statesman.history h
+          WHERE h.global_position > p.after ORDER BY h.global_position LIMIT o.batch_size) x;
+    IF p.read = 0 THEN
+        p.status := 'empty'; p.last_position := NULLIF(p.after, 0); RETURN p;
+    END IF;
+    p.status := 'ready';
+    p.full_page := p.read >= o.batch_size;
+    RETURN p;
+END
+$$;
+COMMENT ON FUNCTION statesman._open_page(text, bigint) IS
+    'the bounds of the next page for a sink outside this database, under the page lock';
+
+CREATE FUNCTION statesman._page_messages(outbox_id text, after bigint, last_position bigint)
+    RETURNS TABLE (global_position bigint, message_id text, message text)
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT h.global_position, v.store || '/' || h.address || '#' || h.revision,
+           statesman._message_text(v.store, v.epoch, h.address, h.root, h.path, h.partition, h.revision,
+               h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+               h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
+               COALESCE(h.content_type, o.payload_content_type, r.content_type),
+               h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error)
+    FROM statesman.outboxes o
+         CROSS JOIN (SELECT COALESCE(s.store_name, current_database()) AS store, s.epoch FROM statesman.store s) v
+         JOIN statesman.history h
+           ON h.global_position > _page_messages.after AND h.global_position <= _page_messages.last_position
+         LEFT JOIN statesman.roots r ON r.root = h.root
+    WHERE o.outbox_id = _page_messages.outbox_id AND (o.root IS NULL OR h.root = o.root)
+    ORDER BY h.global_position
+$$;
+COMMENT ON FUNCTION statesman._page_messages(text, bigint, bigint) IS
+    'the messages of a page that _open_page bounded, in feed order';
+
+-- After the sink accepted a page: the cursor moves past it and the totals count it.
+CREATE FUNCTION statesman._finish_page(outbox_id text, last_position bigint, published bigint, deduplicated bigint)
+    RETURNS void
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT statesman._move_cursor(_finish_page.outbox_id, _finish_page.last_position);
+    UPDATE statesman.outbox_state s
+    SET attempts = 0, published_total = s.published_total + _finish_page.published,
+        deduplicated_total = s.deduplicated_total + _finish_page.deduplicated,
+        last_published_at = CASE WHEN _finish_page.published > 0 THEN clock_timestamp() ELSE s.last_published_at END
+    WHERE s.outbox_id = _finish_page.outbox_id;
+$$;
+COMMENT ON FUNCTION statesman._finish_page(text, bigint, bigint, bigint) IS
+    'moves the cursor past a page the sink accepted and counts it';
+
+-- Dead letters requeued by redeliver(), for a sink outside this database (at most one page).
+CREATE FUNCTION statesman._requeued_messages(outbox_id text)
+    RETURNS TABLE (global_position bigint, message_id text, message text)
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+BEGIN
+    o := statesman._page_outbox(_requeued_messages.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+        SELECT d.global_position, d.message_id, d.message::text FROM statesman.dead_letters d
+        WHERE d.outbox_id = o.outbox_id AND d.requeued_at IS NOT NULL
+        ORDER BY d.global_position LIMIT o.batch_size;
+END
+$$;
+COMMENT ON FUNCTION statesman._requeued_messages(text) IS
+    'requeued dead letters of an outbox, at most one page, for a sink outside this database';
+
+-- After the sink accepted requeued dead letters (accepted: they leave dead_letters) or refused
+-- them (refused: they stay parked, no longer requeued, so one broken message cannot stall the
+-- feed).
+CREATE FUNCTION statesman._requeued_outcome(outbox_id text, positions bigint[], accepted boolean,
+                                            published bigint, deduplicated bigint, error text)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    IF accepted THEN
+        DELETE FROM statesman.dead_letters d
+        WHERE d.outbox_id = _requeued_outcome.outbox_id AND d.global_position = ANY (_requeued_outcome.positions);
+        UPDATE statesman.outbox_state s
+        SET published_total = s.published_total + _requeued_outcome.published,
+            deduplicated_total = s.deduplicated_total + _requeued_outcome.deduplicated,
+            last_published_at = CASE WHEN _requeued_outcome.published > 0 THEN clock_timestamp()
+                                     ELSE s.last_published_at END
+        WHERE s.outbox_id = _requeued_outcome.outbox_id;
+    ELSE
+        UPDATE statesman.dead_letters d
+        SET requeued_at = NULL, attempts = d.attempts + 1, last_error = left(_requeued_outcome.error, 2000)
+        WHERE d.outbox_id = _requeued_outcome.outbox_id AND d.global_position = ANY (_requeued_outcome.positions);
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._requeued_outcome(text, bigint[], boolean, bigint, bigint, text) IS
+    'removes requeued dead letters the sink accepted, or parks them again when it refused them';
+
+-- Runs one dispatch cycle in the calling session: see the C entry point.
+CREATE FUNCTION statesman.dispatch_once(outbox_id text)
+    RETURNS TABLE (published bigint, skipped bigint, deduplicated bigint, cursor_position bigint)
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'statesman_dispatch_once';
+COMMENT ON FUNCTION statesman.dispatch_once(text) IS
+    'runs one delivery cycle of an outbox in this session (zeros when another holder has the lease)';

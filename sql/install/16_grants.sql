@@ -1,0 +1,52 @@
+-------------------------------------------------------------------------------
+-- Grants
+-------------------------------------------------------------------------------
+
+GRANT USAGE ON SCHEMA statesman TO PUBLIC;
+GRANT SELECT ON statesman.feed_status TO PUBLIC;
+
+-- Functions that change the store's identity, retention, sequencing or cursors are for the
+-- extension owner and whoever it grants them to.
+REVOKE ALL ON FUNCTION statesman.set_store_name(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.reset_epoch() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.declare_root(text, text, text, integer, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.sequence_feed(integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.advance_cursor(text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.seed_cursor(text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.create_outbox(text, text, jsonb, text, integer, interval, boolean,
+    interval, interval, interval, interval, integer, text, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.alter_outbox(text, text, jsonb, text, integer, interval, boolean,
+    interval, interval, interval, interval, integer, text, text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.drop_outbox(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.pause_outbox(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.resume_outbox(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.redeliver(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.dispatch_once(text) FROM PUBLIC;
+
+-- The delivery internals act on outboxes, cursors and leases: never for PUBLIC.
+REVOKE ALL ON FUNCTION statesman._store_restore() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._check_sink(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._check_sink_options(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._check_sink_timeout(jsonb, interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._outbox_for_update(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._acquire_lease(text, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._renew_lease(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._expire_stuck_lease(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._release_lease(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._note_dispatcher(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._note_failure(text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._page_outbox(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._move_cursor(text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._deliver_table_page(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._park_page(text, text, integer, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._redeliver_table_page(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._open_page(text, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._page_messages(text, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._finish_page(text, bigint, bigint, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._requeued_messages(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._requeued_outcome(text, bigint[], boolean, bigint, bigint, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._prune(text, integer, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._prune_deferred(integer) FROM PUBLIC;
+
+-- Monitoring: the outbox view shows no secrets, but its errors may quote sink data.
+GRANT SELECT ON statesman.outbox_status TO pg_monitor;
