@@ -45,7 +45,7 @@ export PATH="$PG_BINDIR:$PATH"
 as_pg() {
   if [ "$(id -u)" -eq 0 ]; then
     local envs=(PATH="$PATH") v
-    for v in PERL5LIB PG_REGRESS TESTDIR PGHOST PGPORT PGDATABASE PGUSER STATESMAN_SOURCE_DIR; do
+    for v in PERL5LIB PG_REGRESS TESTDIR PG_TEST_PORT_DIR PGHOST PGPORT PGDATABASE PGUSER STATESMAN_SOURCE_DIR; do
       [ -n "${!v:-}" ] && envs+=("$v=${!v}")
     done
     runuser -u postgres -- env "${envs[@]}" "$@"
