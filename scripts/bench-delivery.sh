@@ -1,5 +1,5 @@
 # The delivery part of `make bench` (sourced by scripts/bench, not run on its own): the rows of
-# SPEC.md §9 that belong to the background worker, the dispatcher and the `table` sink,
+# docs/design.md §9 that belong to the background worker, the dispatcher and the `table` sink,
 # measured on the bench's cluster after the append runs.
 #
 #   delivery_bench    measures; one progress line per step on stderr

@@ -1,7 +1,7 @@
 # The PgQ baselines of `make bench` (sourced by scripts/bench, not run on its own): PgQ
 # (Debian's postgresql-15-pgq3, with the pgqd ticker) is the established lossless queue inside
 # PostgreSQL, measured on the bench's own throwaway cluster with the same payload, the same
-# clients and the same way of measuring as statesman's figures (SPEC.md §9).
+# clients and the same way of measuring as statesman's figures (docs/design.md §9).
 #
 #   pgq_setup             CREATE EXTENSION pgq, the queue `bench` with one consumer, and the
 #                         append workload "$DIR/pgq.sql" (after scripts/bench has defined

@@ -815,7 +815,7 @@ COMMENT ON FUNCTION statesman.dispatch_once(text) IS
 -------------------------------------------------------------------------------
 
 -- The highest position every enabled outbox has delivered (NULL: no enabled outbox, so no
--- limit). Records above it must stay for those outboxes (SPEC §2, no prune loss).
+-- limit). Records above it must stay for those outboxes (docs/design.md §2, no prune loss).
 CREATE FUNCTION statesman._prune_horizon() RETURNS bigint
     LANGUAGE sql STABLE
     SET search_path = pg_catalog, pg_temp

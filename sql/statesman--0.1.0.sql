@@ -430,7 +430,7 @@ $$;
 COMMENT ON FUNCTION statesman.sequence_feed(integer) IS
     'gives feed positions to up to max_records committed records; returns the head position';
 
--- Builds one statesman.state-change/v1 message (SPEC §5); serializerId is omitted when NULL.
+-- Builds one statesman.state-change/v1 message (docs/design.md §5); serializerId is omitted when NULL.
 CREATE FUNCTION statesman._message(
     store text, epoch uuid, address text, root text, path text, partition text, revision bigint,
     global_position bigint, occurred_at timestamptz, operation text, status text, value_type text,

@@ -514,7 +514,7 @@ $$;
 COMMENT ON FUNCTION statesman.sequence_feed(integer) IS
     'gives feed positions to up to max_records committed records; returns the head position';
 
--- Builds one statesman.state-change/v1 message (SPEC §5); serializerId is omitted when NULL.
+-- Builds one statesman.state-change/v1 message (docs/design.md §5); serializerId is omitted when NULL.
 CREATE FUNCTION statesman._message(
     store text, epoch uuid, address text, root text, path text, partition text, revision bigint,
     global_position bigint, occurred_at timestamptz, operation text, status text, value_type text,
@@ -1390,7 +1390,7 @@ COMMENT ON FUNCTION statesman.dispatch_once(text) IS
 -------------------------------------------------------------------------------
 
 -- The highest position every enabled outbox has delivered (NULL: no enabled outbox, so no
--- limit). Records above it must stay for those outboxes (SPEC §2, no prune loss).
+-- limit). Records above it must stay for those outboxes (docs/design.md §2, no prune loss).
 CREATE FUNCTION statesman._prune_horizon() RETURNS bigint
     LANGUAGE sql STABLE
     SET search_path = pg_catalog, pg_temp

@@ -126,7 +126,7 @@ CREATE FUNCTION statesman._check_sink_options(sink text, sink_options jsonb) RET
 COMMENT ON FUNCTION statesman._check_sink_options(text, jsonb) IS
     'validates the options of a sink outside this database; fills in defaults';
 
--- A sink call must end before the lease would expire (SPEC §6).
+-- A sink call must end before the lease would expire (docs/design.md §6).
 CREATE FUNCTION statesman._check_sink_timeout(sink_options jsonb, lease_ttl interval) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     SET search_path = pg_catalog, pg_temp

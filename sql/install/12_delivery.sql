@@ -241,7 +241,7 @@ COMMENT ON FUNCTION statesman._redeliver_table_page(text) IS
 -- Sinks outside this database (redis, postgres) take a page in three steps inside one
 -- transaction of the dispatcher: _open_page (under the page lock) says which records the page
 -- holds, _page_messages builds them, the sink publishes them, and only then _finish_page
--- moves the cursor (publish first, then advance: SPEC §4).
+-- moves the cursor (publish first, then advance: docs/design.md §4).
 CREATE TYPE statesman._page AS (
     status        text,      -- 'ready', 'empty', 'paused' or 'gone'
     after         bigint,    -- the cursor before the page (0 when it has none)

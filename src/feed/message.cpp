@@ -1,4 +1,4 @@
-// statesman._message(…): builds one statesman.state-change/v1 message as jsonb (SPEC §5).
+// statesman._message(…): builds one statesman.state-change/v1 message as jsonb (docs/design.md §5).
 //
 // Built directly as a JsonbValue tree: jsonb_build_object would look up each argument's type
 // category on every row, which dominated read_feed. This function holds no C++ object with a

@@ -1,4 +1,4 @@
-// Wire-format helpers of the state-change message (SPEC §5).
+// Wire-format helpers of the state-change message (docs/design.md §5).
 #include "statesman/feed/message_format.hpp"
 
 #include <cstdio>

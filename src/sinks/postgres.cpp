@@ -1,4 +1,4 @@
-// The `postgres` sink (a remote PostgreSQL, libpq): see SPEC §6 and docs/sinks.md.
+// The `postgres` sink (a remote PostgreSQL, libpq): see docs/design.md §6 and docs/sinks.md.
 //
 // A page is one remote transaction, sent in one round trip with libpq's pipeline mode: BEGIN,
 // prepared multi-row `INSERT … VALUES … ON CONFLICT (message_id) DO NOTHING`, COMMIT, Sync. The

@@ -1,4 +1,4 @@
-// The `redis` sink (Redis Streams, hiredis): see SPEC §6 and docs/sinks.md.
+// The `redis` sink (Redis Streams, hiredis): see docs/design.md §6 and docs/sinks.md.
 //
 // One XADD {key_prefix}:{stream} [MAXLEN ~ n] {globalPosition}-0 messageId <id> message <json>
 // per message, the whole page pipelined on one persistent connection. Redis refuses an id that

@@ -1,4 +1,4 @@
-// The sinks this build knows (SPEC §6). A new sink adds its SinkType here.
+// The sinks this build knows (docs/design.md §6). A new sink adds its SinkType here.
 #include "statesman/sinks/sink.hpp"
 
 #include <nlohmann/json.hpp>

@@ -159,7 +159,7 @@ struct Ledger {
   AttrNumber revision_attno;
 };
 
-// A root's declaration (SPEC §2): envelope fallbacks and retention limits.
+// A root's declaration (docs/design.md §2): envelope fallbacks and retention limits.
 struct RootDeclaration {
   Datum fingerprint;  // text, or 0 with the matching null flag
   Datum content_type;

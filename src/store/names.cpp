@@ -1,4 +1,4 @@
-// Naming rules of the store (SPEC §2). Kept free of PostgreSQL so they can be unit-reasoned
+// Naming rules of the store (docs/design.md §2). Kept free of PostgreSQL so they can be unit-reasoned
 // about on their own and reused by sink code.
 #include "statesman/store/names.hpp"
 

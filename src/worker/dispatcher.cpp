@@ -1,4 +1,4 @@
-// The dispatcher: delivers one outbox's feed to its sink (SPEC §4). Publish first, then
+// The dispatcher: delivers one outbox's feed to its sink (docs/design.md §4). Publish first, then
 // advance the cursor; for the `table` sink both commit in one transaction. The same cycle runs
 // in a dispatcher process (one transaction per page, under the outbox's lease, held across
 // cycles) and in statesman.dispatch_once() (in the caller's transaction).

@@ -1,4 +1,4 @@
--- Catalog checks: the SPEC's functions with their argument and return types,
+-- Catalog checks: the documented functions with their argument and return types,
 -- who may execute them, and how SECURITY DEFINER functions are protected.
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
@@ -15,7 +15,7 @@ SELECT has_function('statesman', 'reset_epoch', ARRAY[]::name[], 'reset_epoch()'
 SELECT has_function('statesman', 'declare_root',
     ARRAY['text', 'text', 'text', 'integer', 'bigint'],
     'declare_root(root, fingerprint, content_type, max_revisions, max_bytes)');
--- The writers are checked as callable with the SPEC's argument list: its
+-- The writers are checked as callable with the documented argument list: its
 -- arguments, in its order, first; anything after them must have a default.
 CREATE FUNCTION pg_temp.callable_with(fn name, args regtype[]) RETURNS boolean
 LANGUAGE sql STABLE AS $f$
@@ -93,7 +93,7 @@ SELECT results_eq(
     $$VALUES (ARRAY['epoch', 'position'])$$,
     'applied_position() returns (epoch, position)');
 
--- Argument names are the SPEC's (callers use named notation)
+-- Argument names are the documented ones (callers use named notation)
 SELECT results_eq(
     $$SELECT p.proargnames[1:15] COLLATE "default" FROM pg_proc p WHERE p.proname = 'append' AND p.pronamespace = 'statesman'::regnamespace$$,
     $$VALUES (ARRAY['root', 'path', 'payload', 'partition', 'operation', 'status', 'value_type',

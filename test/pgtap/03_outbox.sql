@@ -1,4 +1,4 @@
--- Outbox catalog checks (SPEC §4, §8): the registration API with the SPEC's
+-- Outbox catalog checks (docs/design.md §4, §8): the registration API with the documented
 -- signatures and defaults, who may execute it and the delivery internals, who
 -- may read the outbox tables, the columns of outbox_status and dead_letters.
 -- Everything is rolled back.
@@ -12,7 +12,7 @@ CREATE FUNCTION pg_temp.args(fn regprocedure) RETURNS text LANGUAGE sql STABLE
     AS $$ SELECT pg_catalog.pg_get_function_arguments(fn) $$;
 
 --
--- Signatures (SPEC §4 "Registration", "Running it")
+-- Signatures (docs/design.md §4 "Registration", "Running it")
 --
 SELECT has_function('statesman', 'create_outbox',
     ARRAY['text', 'text', 'jsonb', 'text', 'integer', 'interval', 'boolean', 'interval', 'interval',
@@ -36,7 +36,7 @@ SELECT is_empty(
        GROUP BY p.proname HAVING count(*) > 1$$,
     'the outbox functions have no overloads');
 
--- Argument names and defaults, exactly as SPEC §4 writes them.
+-- Argument names and defaults, exactly as docs/design.md §4 writes them.
 SELECT is(pg_temp.args('statesman.create_outbox(text, text, jsonb, text, integer, interval, boolean, interval, interval, interval, interval, integer, text, text, boolean)'::regprocedure),
     'outbox_id text, sink text DEFAULT ''table''::text, sink_options jsonb DEFAULT ''{}''::jsonb, '
     'root text DEFAULT NULL::text, batch_size integer DEFAULT 1000, '
@@ -46,7 +46,7 @@ SELECT is(pg_temp.args('statesman.create_outbox(text, text, jsonb, text, integer
     'max_retry_delay interval DEFAULT ''00:00:15''::interval, '
     'skip_poison_after_attempts integer DEFAULT NULL::integer, fingerprint text DEFAULT NULL::text, '
     'payload_content_type text DEFAULT NULL::text, enabled boolean DEFAULT true',
-    'create_outbox() arguments and defaults are the SPEC''s');
+    'create_outbox() arguments and defaults are the documented ones');
 -- alter_outbox takes the same named options, all defaulting to NULL ("unchanged").
 SELECT is(
     (SELECT p.proargnames COLLATE "default" FROM pg_proc p WHERE p.oid = 'statesman.alter_outbox(text, text, jsonb, text, integer, interval, boolean, interval, interval, interval, interval, integer, text, text, boolean)'::regprocedure),
@@ -87,7 +87,7 @@ SELECT is_empty(
 
 --
 -- Nothing that changes outboxes, cursors or leases is executable by PUBLIC
--- (SPEC §8), nor by a role that was granted nothing.
+-- (docs/design.md §8), nor by a role that was granted nothing.
 --
 CREATE ROLE pgtap_statesman_nobody;
 CREATE TEMP TABLE outbox_functions (fn regprocedure PRIMARY KEY);
@@ -210,7 +210,7 @@ SELECT is_empty(
     'the SQL delivery internals set search_path = pg_catalog, pg_temp');
 
 --
--- statesman.outbox_status: every SPEC §4 column; nothing from sink_options.
+-- statesman.outbox_status: every column of docs/design.md §4.8; nothing from sink_options.
 --
 SELECT has_view('statesman', 'outbox_status', 'view statesman.outbox_status exists');
 SELECT has_column('statesman', 'outbox_status', 'outbox_id', 'outbox_status.outbox_id');
@@ -229,7 +229,7 @@ SELECT has_column('statesman', 'outbox_status', 'last_error_at', 'outbox_status.
 SELECT has_column('statesman', 'outbox_status', 'published_total', 'outbox_status.published_total');
 SELECT has_column('statesman', 'outbox_status', 'deduplicated_total', 'outbox_status.deduplicated_total');
 SELECT has_column('statesman', 'outbox_status', 'skipped_total', 'outbox_status.skipped_total');
--- The SPEC's columns come first, in its order.
+-- The documented columns come first, in their order.
 SELECT results_eq(
     $$SELECT array_agg(a.attname::text COLLATE "default" ORDER BY a.attnum) FILTER (WHERE a.attnum <= 16)
         FROM pg_attribute a WHERE a.attrelid = 'statesman.outbox_status'::regclass AND a.attnum > 0$$,
@@ -237,7 +237,7 @@ SELECT results_eq(
                     'lag_records', 'lag_seconds', 'leader_pid', 'lease_renewed_at', 'attempts',
                     'last_error', 'last_error_at', 'published_total', 'deduplicated_total',
                     'skipped_total'])$$,
-    'outbox_status starts with the SPEC''s columns in the SPEC''s order');
+    'outbox_status starts with the documented columns in the documented order');
 SELECT col_type_is('statesman', 'outbox_status', 'cursor_position', 'bigint', 'outbox_status.cursor_position is bigint');
 SELECT col_type_is('statesman', 'outbox_status', 'head_position', 'bigint', 'outbox_status.head_position is bigint');
 SELECT col_type_is('statesman', 'outbox_status', 'leader_pid', 'integer', 'outbox_status.leader_pid is integer');
@@ -281,7 +281,7 @@ SELECT results_eq(
     'a new outbox: idle, no cursor, no failures, nothing delivered');
 
 --
--- statesman.dead_letters: the SPEC's columns.
+-- statesman.dead_letters: the documented columns.
 --
 SELECT has_table('statesman', 'dead_letters', 'table statesman.dead_letters exists');
 SELECT col_type_is('statesman', 'dead_letters', 'outbox_id', 'text', 'dead_letters.outbox_id is text');
@@ -297,7 +297,7 @@ SELECT fk_ok('statesman', 'dead_letters', 'outbox_id', 'statesman', 'outboxes', 
     'dead_letters.outbox_id references outboxes');
 
 --
--- The table sink's default target (SPEC §6).
+-- The table sink's default target (docs/design.md §6).
 --
 SELECT has_table('statesman', 'delivered', 'table statesman.delivered exists');
 SELECT col_is_pk('statesman', 'delivered', 'message_id', 'delivered.message_id is the primary key');

@@ -1,4 +1,4 @@
--- Bad input to every SQL function of statesman (SPEC §2-§8): each is an ERROR
+-- Bad input to every SQL function of statesman (docs/design.md §2-§8): each is an ERROR
 -- with a fitting SQLSTATE, never a crash (a crash would end this session), and
 -- nothing is written: the row counts of every statesman table, the store row,
 -- the cursors and the tables of schema public are compared before and after
@@ -12,7 +12,7 @@
 -- already_applied, sequence_feed), hostile names (quotes, semicolons, line
 -- breaks, Unicode, very long) everywhere a name is taken, extreme numbers,
 -- message objects with out-of-range positions, `table` sink targets that
--- exist but cannot take deliveries, and the SPEC §6 option rules of the
+-- exist but cannot take deliveries, and the docs/design.md §6 option rules of the
 -- redis and postgres sinks.  Hostile values that are valid (a path, a feed, a
 -- quoted table name) must be stored verbatim and never executed.
 -- Everything is rolled back.
@@ -30,7 +30,7 @@ BEGIN
     PERFORM statesman.mark_applied('badinput-consumer', 'badinput-feed', '00000000-0000-4000-8000-000000000001', 1);
 END $$;
 
--- Targets that exist but cannot take deliveries (SPEC §6 `table`).
+-- Targets that exist but cannot take deliveries (docs/design.md §6 `table`).
 CREATE TABLE public.badinput_message_int (message_id text PRIMARY KEY, global_position bigint, message integer);
 CREATE TABLE public.badinput_id_int (message_id integer PRIMARY KEY, global_position bigint, message jsonb);
 CREATE TABLE public.badinput_position_ts (message_id text PRIMARY KEY, global_position timestamptz, message jsonb);
@@ -73,7 +73,7 @@ BEGIN
 END $$;
 
 --
--- Reading the ledger: current(), history(), address_of() (SPEC §2)
+-- Reading the ledger: current(), history(), address_of() (docs/design.md §2)
 --
 SELECT throws_ok($$SELECT * FROM statesman.current(NULL, 'p')$$, '22004', NULL, 'current(): NULL root: 22004');
 SELECT throws_ok($$SELECT * FROM statesman.current('badinput', NULL)$$, '22004', NULL, 'current(): NULL path: 22004');
@@ -100,7 +100,7 @@ SELECT throws_ok($$SELECT statesman.address_of('r', 'p', 'p"q')$$, '22023', NULL
 SELECT is(pg_temp.state(), :'before', 'reading the ledger with bad input wrote nothing');
 
 --
--- Writing: hostile names and values (SPEC §2)
+-- Writing: hostile names and values (docs/design.md §2)
 --
 SELECT throws_ok($$SELECT statesman.append('orders''--', 'p', '{}')$$, '22023', NULL, 'append(): root with a quote: 22023');
 SELECT throws_ok($$SELECT statesman.append('orders;', 'p', '{}')$$, '22023', NULL, 'append(): root with a semicolon: 22023');
@@ -159,7 +159,7 @@ SELECT throws_ok($$SELECT statesman.declare_root('badinput', max_revisions => 1,
 SELECT is(pg_temp.state(), :'before', 'rejected store and root changes wrote nothing');
 
 --
--- The feed: read_feed(), sequence_feed() (SPEC §3)
+-- The feed: read_feed(), sequence_feed() (docs/design.md §3)
 --
 SELECT throws_ok($$SELECT statesman.sequence_feed(NULL)$$, '22004', NULL, 'sequence_feed(): NULL max_records: 22004');
 SELECT throws_ok($$SELECT statesman.sequence_feed(0)$$, '22023', NULL, 'sequence_feed(): max_records 0: 22023');
@@ -173,7 +173,7 @@ SELECT is_empty($$SELECT * FROM statesman.read_feed(after => 9223372036854775807
 SELECT is(pg_temp.state(), :'before', 'rejected feed calls wrote nothing');
 
 --
--- Cursors (SPEC §4 "Cursors")
+-- Cursors (docs/design.md §4 "Cursors")
 --
 SELECT throws_ok($$SELECT statesman.cursor_position(NULL)$$, '22004', NULL, 'cursor_position(): NULL id: 22004');
 SELECT throws_ok($$SELECT statesman.cursor_position('')$$, '22023', NULL, 'cursor_position(): empty id: 22023');
@@ -190,7 +190,7 @@ SELECT throws_ok($$SELECT statesman.seed_cursor('box"x')$$, '22023', NULL, 'seed
 SELECT is(pg_temp.state(), :'before', 'rejected cursor calls wrote nothing');
 
 --
--- Consumers (SPEC §7)
+-- Consumers (docs/design.md §7)
 --
 SELECT throws_ok($$SELECT * FROM statesman.applied_position(NULL, 'f')$$, '22004', NULL, 'applied_position(): NULL consumer: 22004');
 SELECT throws_ok($$SELECT * FROM statesman.applied_position('c', NULL)$$, '22004', NULL, 'applied_position(): NULL feed: 22004');
@@ -223,7 +223,7 @@ SELECT is((SELECT position FROM statesman.applied_position('badinput-consumer', 
 SELECT pg_temp.state() AS before \gset
 
 --
--- Outboxes: hostile ids and extreme values (SPEC §4 "Registration")
+-- Outboxes: hostile ids and extreme values (docs/design.md §4 "Registration")
 --
 SELECT throws_ok($$SELECT statesman.create_outbox(repeat('o', 100000))$$, '22023', NULL, 'create_outbox(): 100,000-character id: 22023');
 SELECT throws_ok($$SELECT statesman.create_outbox('box', batch_size => 2147483647)$$, '22023', NULL, 'create_outbox(): batch_size 2^31-1: 22023');
@@ -255,7 +255,7 @@ SELECT throws_ok($$SELECT * FROM statesman.dispatch_once(E'badinput-box\n')$$, '
 SELECT is(pg_temp.state(), :'before', 'rejected outbox calls wrote nothing');
 
 --
--- The `table` sink's options (SPEC §6): targets that cannot take deliveries
+-- The `table` sink's options (docs/design.md §6): targets that cannot take deliveries
 -- are refused at registration, nothing stored, no table created.
 --
 SELECT throws_ok($$SELECT pg_temp.refused($q$SELECT statesman.create_outbox('box', sink_options => '{"table": "public.badinput_message_int"}')$q$)$$,
@@ -302,7 +302,7 @@ SELECT is((SELECT count(*) FROM public."x""; DROP TABLE statesman.history; --"),
 SELECT pg_temp.state() AS before \gset
 
 --
--- The redis and postgres sinks: SPEC §6 names their options; anything else,
+-- The redis and postgres sinks: docs/design.md §6 names their options; anything else,
 -- or options that are not an object, is refused (22023), nothing stored.
 --
 SELECT ok('redis' = ANY (statesman._known_sinks()) AND 'postgres' = ANY (statesman._known_sinks()),

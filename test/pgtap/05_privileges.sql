@@ -1,4 +1,4 @@
--- Privileges and hijacking (SPEC §8; docs/operations.md "Privileges",
+-- Privileges and hijacking (docs/design.md §8; docs/operations.md "Privileges",
 -- docs/sql-reference.md "Privileges", "Conventions").
 --
 -- 01_catalog.sql and 03_outbox.sql check the grants in the catalog and act

@@ -1,9 +1,9 @@
 --
--- delivery: statesman.dispatch_once() end to end with the table sink (SPEC §4):
+-- delivery: statesman.dispatch_once() end to end with the table sink (docs/design.md §4):
 -- what a cycle returns, what lands in the sink, deduplication, the root filter,
 -- envelope fallbacks, paging, failures and backoff state, poison skipping into
 -- dead_letters, redelivery, pausing, outbox_status, and retention that waits
--- for delivery (SPEC §2, no prune loss).
+-- for delivery (docs/design.md §2, no prune loss).
 --
 -- The workers are off in this cluster: every cycle here is a dispatch_once()
 -- call. Positions are shown relative to the head captured before each part

@@ -43,7 +43,7 @@ SELECT bool_and(message_id = message->>'messageId'
   FROM statesman.read_feed(after => :base);
 
 --
--- The message (SPEC §5), without the values that differ between runs.
+-- The message (docs/design.md §5), without the values that differ between runs.
 --
 -- A plain put: every key but serializerId, absent values as null.
 SELECT jsonb_pretty(message - '{epoch,occurredAt,globalPosition}'::text[]) AS message
@@ -59,7 +59,7 @@ SELECT jsonb_pretty(message - '{epoch,occurredAt,globalPosition,payload}'::text[
 SELECT jsonb_pretty(message - '{epoch,occurredAt,globalPosition}'::text[]) AS message
   FROM statesman.read_feed(after => :base) WHERE address = 'feed/item/1' AND revision = 2;
 
--- Every message has exactly the SPEC's keys, plus serializerId when there is one.
+-- Every message has exactly the documented keys, plus serializerId when there is one.
 CREATE TEMP TABLE spec_keys (key text PRIMARY KEY);
 INSERT INTO spec_keys VALUES
   ('schema'), ('messageId'), ('store'), ('root'), ('path'), ('partition'), ('address'),

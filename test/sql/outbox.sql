@@ -1,5 +1,5 @@
 --
--- outbox: registering, changing, pausing and dropping outboxes (SPEC §4
+-- outbox: registering, changing, pausing and dropping outboxes (docs/design.md §4
 -- "Registration"), every validation rule with its SQLSTATE, and that a
 -- rejected call stores nothing.
 --
@@ -80,7 +80,7 @@ SELECT statesman.create_outbox('every.setting:1', sink => 'table',
 \x on
 SELECT * FROM public.outbox_settings WHERE outbox_id = 'every.setting:1';
 \x off
--- The sink's table was created with the SPEC's shape.
+-- The sink's table was created with the documented shape.
 SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull,
        pg_get_expr(d.adbin, d.adrelid) AS default
   FROM pg_attribute a LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum

@@ -1,6 +1,6 @@
 --
 -- sinks: the sinks this build knows, and the options of the sinks outside this
--- database (redis, postgres; SPEC §6) as create_outbox and alter_outbox check
+-- database (redis, postgres; docs/design.md §6) as create_outbox and alter_outbox check
 -- them: defaults filled in, every rule an ERROR with SQLSTATE 22023 that names
 -- the option, nothing written, and no secret in any message or view.
 -- (Delivery to real servers is tested in test/t/006_redis_sink.pl and
@@ -59,7 +59,7 @@ SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '"redis://x"')$$);
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"host": ""}')$$);
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"host": 1}')$$);
--- null is the option's default (SPEC §6 writes "max_length": null for "no trimming").
+-- null is the option's default (docs/design.md §6 writes "max_length": null for "no trimming").
 SELECT statesman.create_outbox('r-nulls', 'redis', '{"host": null, "max_length": null, "timeout_ms": null}');
 SELECT sink_options FROM statesman.outboxes WHERE outbox_id = 'r-nulls';
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"port": "6379"}')$$);

@@ -1,4 +1,4 @@
-# The change feed under concurrent load (SPEC §3 F1-F3, §4 cursors).
+# The change feed under concurrent load (docs/design.md §3 F1-F3, §4 cursors).
 #
 # Eight pgbench clients append to a small set of addresses (so revisions
 # grow): about one transaction in ten rolls back, one in five appends twice,

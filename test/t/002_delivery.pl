@@ -1,4 +1,4 @@
-# Delivery by the background worker to the `table` sink (SPEC §4, §6 `table`).
+# Delivery by the background worker to the `table` sink (docs/design.md §4, §6 `table`).
 #
 # One server with the library preloaded; five outboxes, each with its own root
 # and its own sink table, so the scenarios cannot disturb one another:
@@ -259,7 +259,7 @@ my $server_delay = run_sql($fo,
 close_session($fo);
 my $failover = ($t_fresh // time) - $t_kill;
 
-# The budget: poll_interval (1 s, the takeover bound of SPEC §4) + 1 s (the
+# The budget: poll_interval (1 s, the takeover bound of docs/design.md §4) + 1 s (the
 # database worker relaunches an exited dispatcher on its once-a-second
 # supervision).  The extra 0.5 s is for the 2-core CI machine: the postmaster
 # forks the new dispatcher, which connects, takes the lease and runs its first

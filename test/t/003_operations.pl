@@ -1,4 +1,4 @@
-# Operating the delivery workers (SPEC §2 "No prune loss", §4 "Registration",
+# Operating the delivery workers (docs/design.md §2 "No prune loss", §4 "Registration",
 # "Running it").
 #
 # One preloaded server (statesman.naptime = 1s) and, in turn:

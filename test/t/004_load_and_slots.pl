@@ -1,4 +1,4 @@
-# The delivery workers under load and short of worker slots (SPEC §4 "Lease",
+# The delivery workers under load and short of worker slots (docs/design.md §4 "Lease",
 # "Running it"; §9 "lease round trips per 5 s under 3,000 appends/s").
 #
 #   1. Lease traffic scales with time, not with write volume: with
@@ -24,7 +24,7 @@ my $naptime     = 1;       # statesman.naptime, seconds
 my $tolerance   = 4;       # seconds allowed on top of an interval the contract names
 my $rate        = 3000;    # pgbench -R, transactions (appends) per second
 my $load_secs   = 8;
-my $window_secs = 5;       # the span SPEC §9 counts lease round trips over
+my $window_secs = 5;       # the span docs/design.md §9 counts lease round trips over
 
 sub new_node
 {

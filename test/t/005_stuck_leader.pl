@@ -1,5 +1,5 @@
 # A leader that is alive but stuck never blocks its outbox for much longer than
-# lease_ttl + poll_interval (SPEC §4 "Lease").
+# lease_ttl + poll_interval (docs/design.md §4 "Lease").
 #
 # The dispatcher of outbox `stuck` blocks on a lock that another session holds
 # on its sink table, so it stops renewing its lease. Once the lease row is older

@@ -1,4 +1,4 @@
-# Delivery to the `redis` sink (SPEC §6 `redis`): Redis Streams, against a
+# Delivery to the `redis` sink (docs/design.md §6 `redis`): Redis Streams, against a
 # real redis-server (test/t/Statesman/Redis.pm) that requires a password.
 #
 #   options   create_outbox checks the sink options (nothing stored on a bad

@@ -1,4 +1,4 @@
-# Delivery to the `postgres` sink (SPEC §6 `postgres`): a table in a second,
+# Delivery to the `postgres` sink (docs/design.md §6 `postgres`): a table in a second,
 # real PostgreSQL cluster, reached with libpq as a password-authenticated role.
 #
 #   options   create_outbox checks the sink options (a malformed conninfo is
@@ -192,7 +192,7 @@ is( remote_query(
 		  FROM pg_attribute a WHERE a.attrelid = 'sink.delivered'::regclass AND a.attnum > 0}),
 	'message_id text not null, global_position bigint not null, message jsonb not null, '
 	  . 'published_at timestamp with time zone not null',
-	'main: the sink created the table with the columns of SPEC §6');
+	'main: the sink created the table with the documented columns');
 is(remote_query(q{SELECT count(*) FROM pg_index WHERE indrelid = 'sink.delivered'::regclass AND indisprimary}),
 	1, 'main: ... message_id its primary key');
 is(remote_query(q{SELECT string_agg(DISTINCT application_name, ',') FROM pg_stat_activity WHERE usename = 'sinker'}),

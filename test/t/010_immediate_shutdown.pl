@@ -1,4 +1,4 @@
-# An immediate shutdown in the middle of delivery (SPEC §4 "The delivery
+# An immediate shutdown in the middle of delivery (docs/design.md §4 "The delivery
 # promise", §6 `table`; docs/operations.md "Crashes").
 #
 # Four writers append to root `crash` (autocommit, one append per

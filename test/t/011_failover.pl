@@ -1,4 +1,4 @@
-# Failover to a streaming standby in the middle of delivery (SPEC §4 "The
+# Failover to a streaming standby in the middle of delivery (docs/design.md §4 "The
 # delivery promise", §6 `table`; docs/operations.md "Replicas, dumps and
 # copies").
 #

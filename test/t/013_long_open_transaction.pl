@@ -1,4 +1,4 @@
-# Long-open transactions and the feed (SPEC §3 F1, F4; docs/feed.md
+# Long-open transactions and the feed (docs/design.md §3 F1, F4; docs/feed.md
 # "Long-open writers do not hold the feed back", "What can hold the feed
 # back"; statesman.feed_status).
 #

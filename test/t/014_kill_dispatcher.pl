@@ -1,4 +1,4 @@
-# kill -9 of the dispatcher, ten times, while 50,000 records flow (SPEC §4
+# kill -9 of the dispatcher, ten times, while 50,000 records flow (docs/design.md §4
 # "The delivery promise", §6 `table` and `redis`; docs/delivery.md "Sinks
 # outside the database", "Durability of pages").
 #
@@ -22,7 +22,7 @@
 #     position (message ids compared), and nothing else;
 #   - the stream holds every ledger record exactly once: entry id
 #     {globalPosition}-0, its messageId that of the ledger record there, no
-#     messageId twice, nothing else (SPEC §6: a message handed over again is
+#     messageId twice, nothing else (docs/design.md §6: a message handed over again is
 #     recognised by its id and not added again);
 #   - the totals add up: every record was counted once, as published or as
 #     deduplicated (the table sink: published only).

@@ -1,4 +1,4 @@
-# An exactly-once consumer of a Redis stream, under kill -9 (SPEC §7; the
+# An exactly-once consumer of a Redis stream, under kill -9 (docs/design.md §7; the
 # `redis` sink's "At least once for consumers" in docs/sinks.md;
 # examples/exactly_once_consumer).
 #

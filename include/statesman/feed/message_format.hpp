@@ -1,4 +1,4 @@
-// Pieces of the statesman.state-change/v1 wire message (SPEC §5) that need no PostgreSQL.
+// Pieces of the statesman.state-change/v1 wire message (docs/design.md §5) that need no PostgreSQL.
 // Pure C++, no allocation, no exceptions, thread-safe (sink threads may use them too).
 #pragma once
 

@@ -1,4 +1,4 @@
-// The sink interface (SPEC §6). A sink takes pages of statesman.state-change/v1 messages and
+// The sink interface (docs/design.md §6). A sink takes pages of statesman.state-change/v1 messages and
 // says whether every one of them was durably accepted. Sink code is plain C++: it never
 // includes PostgreSQL headers and never calls PostgreSQL; the dispatcher (src/worker/dispatcher.cpp)
 // reads the page, calls the sink, and moves the cursor only after the sink said yes.

@@ -1,4 +1,4 @@
-// The store's naming rules (SPEC §2): roots, paths, partitions, store names, canonical addresses.
+// The store's naming rules (docs/design.md §2): roots, paths, partitions, store names, canonical addresses.
 // Pure C++: no PostgreSQL headers, thread-safe, throws statesman::Error on a broken rule.
 #pragma once
 

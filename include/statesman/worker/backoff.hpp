@@ -11,7 +11,7 @@ namespace statesman::worker {
 
 using Millis = int64_t;
 
-// One outbox's settings as the dispatcher uses them (SPEC §4), durations in milliseconds.
+// One outbox's settings as the dispatcher uses them (docs/design.md §4), durations in milliseconds.
 struct OutboxSettings {
   std::string outbox_id;
   std::string sink;
