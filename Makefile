@@ -125,7 +125,7 @@ installcheck: upgrade-bases
 UNIT_TESTS   = $(patsubst test/unit/%.cpp,test/unit/build/%,$(wildcard test/unit/test_*.cpp))
 UNIT_SOURCES = src/worker/backoff.cpp src/feed/message_format.cpp src/store/names.cpp \
                src/sinks/io.cpp src/sinks/postgres.cpp
-UNIT_CXXFLAGS = -std=c++17 -Wall -Wextra -Werror -Wno-unused-parameter -Wno-missing-field-initializers -O1 -g \
+UNIT_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -O1 -g \
                 -Iinclude -Itest/unit
 test/unit/build/%.o: src/%.cpp
 	@$(MKDIR_P) $(dir $@)
