@@ -99,10 +99,14 @@ prove_installcheck:
 # Regress and isolation in temporary instances (initdb + a postmaster of the installed
 # binaries, configured by test/statesman.conf), for when no suitable server runs.
 installcheck-temp: upgrade-bases
+ifdef REGRESS
 	$(pg_regress_installcheck) --temp-instance=tmp_check --temp-config=test/statesman.conf \
 	  $(REGRESS_OPTS) $(REGRESS)
+endif
+ifdef ISOLATION
 	$(pg_isolation_regress_installcheck) --temp-instance=tmp_check_iso --temp-config=test/statesman.conf \
 	  $(ISOLATION_OPTS) $(ISOLATION)
+endif
 
 # The released versions' install scripts, rebuilt from git for the upgrade test only
 # (test/sql/upgrade.sql creates 0.1.0 and 0.3.0 and updates them): each is the release's
