@@ -118,7 +118,9 @@ EXTENSION_DIR = $(DESTDIR)$(datadir)/extension
 upgrade-bases:
 	@for v in $(UPGRADE_BASES); do \
 	  f='$(EXTENSION_DIR)'/$(EXTENSION)--$$v.sql; tmp=$$(mktemp) || exit 1; \
-	  if ! test/upgrade/base-script $$v >$$tmp; then rm -f $$tmp; exit 1; fi; \
+	  if ! test/upgrade/base-script $$v >$$tmp; then \
+	    rm -f $$tmp; test -f $$f || exit 1; echo "upgrade-bases: keeping the installed $$f"; continue; \
+	  fi; \
 	  cmp -s $$tmp $$f || { echo "upgrade-bases: $$f"; $(INSTALL_DATA) $$tmp $$f; } || { rm -f $$tmp; exit 1; }; \
 	  rm -f $$tmp; \
 	done
