@@ -28,6 +28,7 @@
 
 #include "statesman/error.hpp"
 #include "statesman/sinks/io.hpp"
+#include "statesman/sinks/postgres_redaction.hpp"
 
 namespace statesman::sink {
 namespace {
@@ -70,6 +71,9 @@ bool IsConninfoKeyword(const std::string &word) {
   return std::find(keywords.begin(), keywords.end(), word) != keywords.end();
 }
 
+}  // namespace
+
+// Declared in statesman/sinks/postgres_redaction.hpp (for the unit tests).
 // Every string that may be the password in `conninfo`, found by reading it the way libpq does but
 // without trusting it to be well formed (a malformed conninfo still must not leak through
 // libpq's message): the value after each `password =` (quoted, bare, each further bare word up to
@@ -136,6 +140,8 @@ std::string RedactAll(std::string text, std::vector<std::string> secrets) {
   for (const std::string &s : secrets) text = Redact(std::move(text), s);
   return text;
 }
+
+namespace {
 
 // libpq's and the server's messages end in newlines and may span lines ("\n\tIs the server
 // running…", DETAIL, HINT): one line, single-spaced, reads better in last_error and the log.

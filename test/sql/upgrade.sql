@@ -64,3 +64,43 @@ SELECT 'dump config differs' AS problem, * FROM ((TABLE upgraded_dump EXCEPT TAB
                                                  UNION ALL (TABLE fresh_dump EXCEPT TABLE upgraded_dump)) z;
 -- The comparison saw the whole extension.
 SELECT count(*) > 50 AS many_objects FROM fresh;
+
+-- From the released 0.3.0 with data in it: the update keeps every record's feed position and
+-- message (read_feed before and after compared row for row), and gives a fresh install's objects.
+DROP EXTENSION statesman CASCADE;
+CREATE EXTENSION statesman VERSION '0.3.0';
+SELECT extversion FROM pg_extension WHERE extname = 'statesman';
+SELECT statesman.declare_root('kept');
+SELECT count(*) AS appended
+  FROM generate_series(1, 40) i,
+       statesman.append('kept', 'k' || i % 7, jsonb_build_object('n', i, 'tags', jsonb_build_array('a', i)),
+                        partition => CASE WHEN i % 3 = 0 THEN 'eu' ELSE '' END,
+                        correlation_id => 'c' || i % 4, metadata => jsonb_build_object('i', i));
+SELECT revision FROM statesman.append_delete('kept', 'k1');
+SELECT revision FROM statesman.append_bytes('kept', 'blob', '\x00ff10'::bytea, 'application/octet-stream');
+SELECT statesman.sequence_feed() AS sequenced;
+CREATE TEMP TABLE feed_before AS SELECT * FROM statesman.read_feed(max_records => 1000);
+SELECT count(*) AS records, count(DISTINCT global_position) AS positions,
+       min(global_position) = 1 AS from_one FROM feed_before;
+ALTER EXTENSION statesman UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'statesman';
+CREATE TEMP TABLE feed_after AS SELECT * FROM statesman.read_feed(max_records => 1000);
+-- Both directions must be empty.
+SELECT 'only before the update' AS side, global_position, message_id
+  FROM (TABLE feed_before EXCEPT TABLE feed_after) x
+UNION ALL
+SELECT 'only after the update', global_position, message_id
+  FROM (TABLE feed_after EXCEPT TABLE feed_before) y
+ORDER BY 1, 2;
+SELECT count(*) AS records_after FROM feed_after;
+-- The next append after the update follows the old head.
+SELECT revision FROM statesman.append('kept', 'k2', '{"after": "update"}');
+SELECT statesman.sequence_feed() AS sequenced;
+SELECT global_position = (SELECT max(global_position) + 1 FROM feed_before) AS next_position,
+       message->>'address' AS address
+  FROM statesman.read_feed(after => (SELECT max(global_position) FROM feed_before));
+-- The objects equal a fresh install's here too.
+SELECT 'only after upgrade from 0.3.0' AS side, object FROM (SELECT * FROM pg_temp.statesman_objects() EXCEPT TABLE fresh) x
+UNION ALL
+SELECT 'only in fresh install', object FROM (TABLE fresh EXCEPT SELECT * FROM pg_temp.statesman_objects()) y
+ORDER BY 1, 2;
