@@ -17,6 +17,7 @@ extern "C" {
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "tcop/tcopprot.h"
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 }
 
@@ -154,6 +155,54 @@ void ForgetIfStopped(LaunchedWorker *worker) {
   worker->handle = nullptr;
 }
 
+namespace {
+
+// What statesman's workers depend on, whatever the defaults of postgresql.conf, the database
+// (ALTER DATABASE … SET) or the role (ALTER ROLE … SET) say: applied after the connection's
+// own defaults, at the priority of PostgreSQL's own background processes' settings
+// (autovacuum's, the apply worker's), so that neither those defaults nor a reload can change
+// them; statesman's SET clauses and set_config calls still take precedence. Without these a
+// database default of repeatable read or read-only transactions stopped every sequencer run.
+// Plain C: runs before any C++ object exists, and may raise FATAL.
+void PinWorkerSettings() {
+  static const char *const settings[][2] = {
+      // Every transaction as the code expects it: read committed, read-write, not deferrable.
+      {"default_transaction_isolation", "read committed"},
+      {"default_transaction_read_only", "off"},
+      {"default_transaction_deferrable", "off"},
+      // No timeout of a client session: the workers bound their own waits.
+      {"statement_timeout", "0"},
+      {"lock_timeout", "0"},
+      {"idle_in_transaction_session_timeout", "0"},
+      {"idle_session_timeout", "0"},
+      // Names resolve in pg_catalog first; every statesman name is qualified.
+      {"search_path", "pg_catalog, pg_temp"},
+      // Durable commits unless the code asks otherwise (the dispatcher does, for its pages).
+      {"synchronous_commit", "on"},
+      // Triggers and foreign keys fire, as for any session (replica would skip them).
+      {"session_replication_role", "origin"},
+      // Nothing that changes how SQL text is read or written, or turns an ERROR into FATAL.
+      {"standard_conforming_strings", "on"},
+      {"transform_null_equals", "off"},
+      {"array_nulls", "on"},
+      {"bytea_output", "hex"},
+      {"DateStyle", "ISO, MDY"},
+      {"IntervalStyle", "postgres"},
+      {"exit_on_error", "off"},
+      {"row_security", "on"},
+      {"check_function_bodies", "on"},
+      {"client_min_messages", "notice"},
+      {"role", "none"},
+      // PL/pgSQL's own settings could refuse or change statesman's functions.
+      {"plpgsql.extra_errors", "none"},
+      {"plpgsql.extra_warnings", "none"},
+      {"plpgsql.variable_conflict", "error"},
+  };
+  for (const auto &setting : settings) SetConfigOption(setting[0], setting[1], PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+}  // namespace
+
 WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname) {
   WorkerArgs args;
   memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
@@ -161,6 +210,7 @@ WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname) {
   pqsignal(SIGTERM, die);
   BackgroundWorkerUnblockSignals();
   BackgroundWorkerInitializeConnectionByOid(args.dboid, as_owner ? args.owner : InvalidOid, 0);
+  PinWorkerSettings();
   if (!ClaimSlot(DatumGetInt32(arg), args.generation, args.dboid, args.outbox_id)) proc_exit(0);
   pgstat_report_appname(appname);
   return args;
@@ -187,6 +237,7 @@ extern "C" void statesman_launcher_main(Datum) {
   pqsignal(SIGTERM, die);
   BackgroundWorkerUnblockSignals();
   BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
+  PinWorkerSettings();
   Invoke([] {
     LauncherLoop();
     return 0;
