@@ -152,6 +152,18 @@ void WakeWorkers(Oid dboid, bool dispatchers) {
   }
 }
 
+int WorkerPids(Oid dboid, int *pids, int capacity) {
+  if (registry == nullptr) return 0;
+  int count = 0;
+  LWLockAcquire(registry->lock, LW_SHARED);
+  for (int i = 0; i < registry->size && count < capacity; ++i) {
+    const Slot &slot = registry->slots[i];
+    if (slot.dboid == dboid && slot.pid != 0) pids[count++] = slot.pid;
+  }
+  LWLockRelease(registry->lock);
+  return count;
+}
+
 void NoteAppend() { appended_in_transaction = true; }
 
 void RegisterCommitHint() { RegisterXactCallback(CommitHint, nullptr); }

@@ -47,6 +47,10 @@ bool ClaimSlot(int index, uint32 generation, Oid dboid, const char *outbox_id);
 // database. Takes no lock: at worst a latch is set that nobody needed.
 void WakeWorkers(Oid dboid, bool dispatchers);
 
+// The pids of the running workers of a database (its database worker and dispatchers), at
+// most `capacity` of them; returns how many.
+int WorkerPids(Oid dboid, int *pids, int capacity);
+
 // Marks that this transaction appended; its commit wakes the database's sequencer.
 void NoteAppend();
 void RegisterCommitHint();
