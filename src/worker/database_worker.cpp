@@ -156,7 +156,7 @@ bool Supervise(Supervision *sup) {
   // The watchdog of stuck leaders (see statesman._expire_stuck_lease).
   Query("SELECT statesman._expire_stuck_lease(o.outbox_id) FROM statesman.outboxes o "
         "WHERE o.enabled AND o.require_lease");
-  if (false) ExpireForeignHolders(sup);
+  ExpireForeignHolders(sup);
   EndWork();
   if (pruned > 0) Log(LogLevel::kLog, "statesman: deferred retention pruned " + std::to_string(pruned) + " records");
 
