@@ -124,6 +124,79 @@ $$;
 COMMENT ON FUNCTION statesman._check_sink_timeout(jsonb, interval) IS
     'checks that a sink''s timeout_ms is shorter than the outbox''s lease_ttl';
 
+CREATE OR REPLACE FUNCTION statesman._wake_launcher() RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_wake_launcher';
+COMMENT ON FUNCTION statesman._wake_launcher() IS
+    'has the launcher start this database''s worker when the transaction commits';
+REVOKE ALL ON FUNCTION statesman._wake_launcher() FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION statesman._slot_wait(outbox_id text) RETURNS text
+    LANGUAGE c STABLE STRICT
+    AS 'MODULE_PATHNAME', 'statesman_slot_wait';
+COMMENT ON FUNCTION statesman._slot_wait(text) IS
+    'why an outbox''s worker waits for a worker slot, or NULL';
+
+CREATE OR REPLACE FUNCTION statesman.create_outbox(
+    outbox_id text, sink text DEFAULT 'table', sink_options jsonb DEFAULT '{}', root text DEFAULT NULL,
+    batch_size integer DEFAULT 1000, poll_interval interval DEFAULT '1 second',
+    require_lease boolean DEFAULT true, lease_ttl interval DEFAULT '30 seconds',
+    lease_renew_interval interval DEFAULT NULL, min_retry_delay interval DEFAULT '200 milliseconds',
+    max_retry_delay interval DEFAULT '15 seconds', skip_poison_after_attempts integer DEFAULT NULL,
+    fingerprint text DEFAULT NULL, payload_content_type text DEFAULT NULL, enabled boolean DEFAULT true)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+BEGIN
+    PERFORM statesman._check_id(create_outbox.outbox_id, 'outbox_id');
+    o := ROW(create_outbox.outbox_id, create_outbox.sink, NULL, lower(create_outbox.root),
+             create_outbox.batch_size, create_outbox.poll_interval, create_outbox.require_lease,
+             create_outbox.lease_ttl, create_outbox.lease_renew_interval, create_outbox.min_retry_delay,
+             create_outbox.max_retry_delay, create_outbox.skip_poison_after_attempts,
+             NULLIF(create_outbox.fingerprint, ''), NULLIF(create_outbox.payload_content_type, ''),
+             create_outbox.enabled,
+             now(), now())::statesman.outboxes;
+    PERFORM statesman._check_outbox(o);
+    IF EXISTS (SELECT FROM statesman.outboxes x WHERE x.outbox_id = create_outbox.outbox_id) THEN
+        RAISE EXCEPTION 'outbox "%" already exists', create_outbox.outbox_id
+            USING ERRCODE = 'unique_violation', HINT = 'Use statesman.alter_outbox() to change it.';
+    END IF;
+    o.sink_options := statesman._check_sink(create_outbox.sink, create_outbox.sink_options);
+    PERFORM statesman._check_sink_timeout(o.sink_options, o.lease_ttl);
+    BEGIN
+        INSERT INTO statesman.outboxes SELECT o.*;
+    EXCEPTION WHEN unique_violation THEN
+        RAISE EXCEPTION 'outbox "%" already exists', create_outbox.outbox_id
+            USING ERRCODE = 'unique_violation', HINT = 'Use statesman.alter_outbox() to change it.';
+    END;
+    INSERT INTO statesman.outbox_state (outbox_id) VALUES (o.outbox_id);
+    INSERT INTO statesman.leases (outbox_id) VALUES (o.outbox_id);
+    IF o.enabled THEN
+        PERFORM statesman._wake_launcher();
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman.create_outbox(text, text, jsonb, text, integer, interval, boolean, interval,
+    interval, interval, interval, integer, text, text, boolean) IS
+    'registers an outbox: a sink that the worker delivers every feed record to';
+
+CREATE OR REPLACE FUNCTION statesman.resume_outbox(outbox_id text) RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    PERFORM statesman._outbox_for_update(resume_outbox.outbox_id);
+    UPDATE statesman.outboxes x SET enabled = true, updated_at = now()
+    WHERE x.outbox_id = resume_outbox.outbox_id AND NOT x.enabled;
+    UPDATE statesman.outbox_state s SET attempts = 0 WHERE s.outbox_id = resume_outbox.outbox_id;
+    PERFORM statesman._wake_launcher();
+END
+$$;
+COMMENT ON FUNCTION statesman.resume_outbox(text) IS 'resumes delivery from the outbox''s cursor';
+
 CREATE OR REPLACE FUNCTION statesman.sequence_feed(max_records integer DEFAULT 10000) RETURNS bigint
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
@@ -338,7 +411,10 @@ SELECT o.outbox_id,
        holder.pid AS leader_pid,
        CASE WHEN holder.pid IS NOT NULL THEN l.renewed_at END AS lease_renewed_at,
        st.attempts,
-       st.last_error,
+       -- A worker that waits for a slot says so (the state is idle: no dispatcher runs).
+       CASE WHEN o.enabled AND holder.pid IS NULL
+            THEN COALESCE(statesman._slot_wait(o.outbox_id), st.last_error)
+            ELSE st.last_error END AS last_error,
        st.last_error_at,
        st.published_total,
        st.deduplicated_total,

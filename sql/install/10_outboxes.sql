@@ -8,6 +8,25 @@ CREATE FUNCTION statesman._known_sinks() RETURNS text[]
     AS 'MODULE_PATHNAME', 'statesman_known_sinks';
 COMMENT ON FUNCTION statesman._known_sinks() IS 'the sink names create_outbox accepts';
 
+-- When the calling transaction commits, the launcher starts this database's database worker
+-- at once if none runs, instead of at its next look (statesman.naptime later): called by
+-- create_outbox and resume_outbox.
+CREATE FUNCTION statesman._wake_launcher() RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_wake_launcher';
+COMMENT ON FUNCTION statesman._wake_launcher() IS
+    'has the launcher start this database''s worker when the transaction commits';
+REVOKE ALL ON FUNCTION statesman._wake_launcher() FROM PUBLIC;
+
+-- 'waiting for a worker slot: statesman.max_workers=N is reached (…)' while the outbox's
+-- dispatcher, or its database's database worker, cannot start for want of a slot; else NULL.
+-- Shown as outbox_status.last_error.
+CREATE FUNCTION statesman._slot_wait(outbox_id text) RETURNS text
+    LANGUAGE c STABLE STRICT
+    AS 'MODULE_PATHNAME', 'statesman_slot_wait';
+COMMENT ON FUNCTION statesman._slot_wait(text) IS
+    'why an outbox''s worker waits for a worker slot, or NULL';
+
 -- The `table` sink's target as a quoted, schema-qualified name, from its options.
 CREATE FUNCTION statesman._sink_table(sink_options jsonb) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
@@ -294,6 +313,9 @@ BEGIN
     END;
     INSERT INTO statesman.outbox_state (outbox_id) VALUES (o.outbox_id);
     INSERT INTO statesman.leases (outbox_id) VALUES (o.outbox_id);
+    IF o.enabled THEN
+        PERFORM statesman._wake_launcher();
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION statesman.create_outbox(text, text, jsonb, text, integer, interval, boolean, interval,
@@ -399,6 +421,7 @@ BEGIN
     UPDATE statesman.outboxes x SET enabled = true, updated_at = now()
     WHERE x.outbox_id = resume_outbox.outbox_id AND NOT x.enabled;
     UPDATE statesman.outbox_state s SET attempts = 0 WHERE s.outbox_id = resume_outbox.outbox_id;
+    PERFORM statesman._wake_launcher();
 END
 $$;
 COMMENT ON FUNCTION statesman.resume_outbox(text) IS 'resumes delivery from the outbox''s cursor';

@@ -59,7 +59,10 @@ SELECT o.outbox_id,
        holder.pid AS leader_pid,
        CASE WHEN holder.pid IS NOT NULL THEN l.renewed_at END AS lease_renewed_at,
        st.attempts,
-       st.last_error,
+       -- A worker that waits for a slot says so (the state is idle: no dispatcher runs).
+       CASE WHEN o.enabled AND holder.pid IS NULL
+            THEN COALESCE(statesman._slot_wait(o.outbox_id), st.last_error)
+            ELSE st.last_error END AS last_error,
        st.last_error_at,
        st.published_total,
        st.deduplicated_total,

@@ -172,7 +172,10 @@ bool Supervise(Supervision *sup) {
     // kAlreadyRunning: one started by an earlier database worker still runs.
     LaunchResult result =
         Launch(&d, "statesman_dispatcher_main", "statesman dispatcher", MyDatabaseId, owner, id.c_str(), now);
-    if (result == LaunchResult::kStarted || result == LaunchResult::kAlreadyRunning) continue;
+    bool started = result == LaunchResult::kStarted || result == LaunchResult::kAlreadyRunning;
+    // outbox_status.last_error says so while it waits (statesman._slot_wait).
+    NoteSlotWait(MyDatabaseId, id.c_str(), !started, result == LaunchResult::kNoRegistrySlot);
+    if (started) continue;
     int64 suppressed = 0;
     if (sup->no_slot.Allow(now, &suppressed))
       Log(LogLevel::kWarning,

@@ -1,7 +1,7 @@
 // The launcher: one per server. Every statesman.naptime it lists the databases and starts a
 // database worker for each one that has none; a database worker exits at once where the
 // extension is not installed, so a database that installs it later is served within one
-// naptime. The launcher never raises an ERROR for want of a worker slot: it warns and retries.
+// naptime, or at once when create_outbox or resume_outbox commits there (they set its latch). The launcher never raises an ERROR for want of a worker slot: it warns and retries.
 #include "statesman/worker/workers.hpp"
 #include "statesman/pg/work.hpp"
 
@@ -21,6 +21,7 @@ extern "C" {
 #include "utils/snapmgr.h"
 }
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -68,19 +69,28 @@ std::vector<Oid> ListDatabases() {
 void LauncherLoop() {
   std::map<Oid, LaunchedWorker> launched;
   worker::WarningLimiter no_slot(60000);
+  RegisterLauncherLatch();
   for (;;) {
     bool enabled = HandleInterrupts();
     int64 now = NowMillis();
     // Forget workers that have exited; a reservation whose worker never started is freed.
     for (auto &[dboid, entry] : launched) ForgetIfStopped(&entry);
+    // Databases where create_outbox or resume_outbox committed without a database worker
+    // running: start theirs now, even when the last check found no extension there.
+    Oid requested[16];
+    bool all_requested = false;
+    int n_requested = TakeLaunchRequests(requested, 16, &all_requested);
     if (enabled) {
       for (Oid dboid : ListDatabases()) {
         LaunchedWorker &entry = launched[dboid];
         if (entry.handle != nullptr) continue;                                   // running
-        if (entry.started_at != 0 && now - entry.started_at < guc_naptime_ms) continue;  // checked lately
+        bool asked = all_requested || std::find(requested, requested + n_requested, dboid) != requested + n_requested;
+        if (!asked && entry.started_at != 0 && now - entry.started_at < guc_naptime_ms) continue;  // checked lately
         LaunchResult result =
             Launch(&entry, "statesman_database_main", "statesman database worker", dboid, InvalidOid, "", now);
-        if (result == LaunchResult::kStarted || result == LaunchResult::kAlreadyRunning) continue;
+        bool started = result == LaunchResult::kStarted || result == LaunchResult::kAlreadyRunning;
+        NoteSlotWait(dboid, "", !started, result == LaunchResult::kNoRegistrySlot);
+        if (started) continue;
         int64 suppressed = 0;
         if (no_slot.Allow(now, &suppressed))
           Log(LogLevel::kWarning,
