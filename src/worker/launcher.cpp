@@ -22,7 +22,9 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,6 +70,7 @@ std::vector<Oid> ListDatabases() {
 
 void LauncherLoop() {
   std::map<Oid, LaunchedWorker> launched;
+  std::set<Oid> pending;  // databases whose database worker was asked for (see below)
   worker::WarningLimiter no_slot(60000);
   RegisterLauncherLatch();
   for (;;) {
@@ -75,20 +78,31 @@ void LauncherLoop() {
     int64 now = NowMillis();
     // Forget workers that have exited; a reservation whose worker never started is freed.
     for (auto &[dboid, entry] : launched) ForgetIfStopped(&entry);
-    // Databases where create_outbox or resume_outbox committed without a database worker
-    // running: start theirs now, even when the last check found no extension there.
+    // Databases where create_outbox or resume_outbox committed: start their database worker
+    // now, even when the last check found no extension there. A request stays while a worker
+    // of the database has run for less than a second: it may be a discovery check that looked
+    // before the extension was created, and its exit sets this latch again (bgw_notify_pid).
     Oid requested[16];
     bool all_requested = false;
     int n_requested = TakeLaunchRequests(requested, 16, &all_requested);
+    pending.insert(requested, requested + n_requested);
     if (enabled) {
-      for (Oid dboid : ListDatabases()) {
+      std::vector<Oid> databases = ListDatabases();
+      if (all_requested) pending.insert(databases.begin(), databases.end());
+      for (auto it = pending.begin(); it != pending.end();)  // dropped meanwhile
+        it = std::find(databases.begin(), databases.end(), *it) == databases.end() ? pending.erase(it) : std::next(it);
+      for (Oid dboid : databases) {
         LaunchedWorker &entry = launched[dboid];
-        if (entry.handle != nullptr) continue;                                   // running
-        bool asked = all_requested || std::find(requested, requested + n_requested, dboid) != requested + n_requested;
+        bool asked = pending.count(dboid) > 0;
+        if (entry.handle != nullptr) {                                           // running
+          if (asked && now - entry.started_at >= 1000) pending.erase(dboid);    // and found the extension
+          continue;
+        }
         if (!asked && entry.started_at != 0 && now - entry.started_at < guc_naptime_ms) continue;  // checked lately
         LaunchResult result =
             Launch(&entry, "statesman_database_main", "statesman database worker", dboid, InvalidOid, "", now);
         bool started = result == LaunchResult::kStarted || result == LaunchResult::kAlreadyRunning;
+        if (started) pending.erase(dboid);  // once: a worker that exits at once is not started again
         NoteSlotWait(dboid, "", !started, result == LaunchResult::kNoRegistrySlot);
         if (started) continue;
         int64 suppressed = 0;

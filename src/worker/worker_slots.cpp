@@ -100,28 +100,19 @@ void FreeClaimedSlot(int, Datum) {
   claimed_slot = -1;
 }
 
-// Whether (dboid, outbox_id) has a slot, reserved or claimed. Under the registry's lock.
-bool HasSlot(Oid dboid, const char *outbox_id) {
-  for (int i = 0; i < registry->size; ++i)
-    if (registry->slots[i].dboid != InvalidOid && SameIdentity(registry->slots[i], dboid, outbox_id)) return true;
-  return false;
-}
-
-// Asks the launcher to start the database worker of dboid now, unless it runs already.
+// Asks the launcher to start the database worker of dboid now. Also while a worker of dboid
+// holds a slot: that may be a discovery check that looked before the extension existed.
 void WakeLauncher(Oid dboid) {
-  int procno = -1;
   LWLockAcquire(registry->lock, LW_EXCLUSIVE);
-  if (!HasSlot(dboid, "")) {
-    bool known = false;
-    for (int i = 0; i < registry->wake_count; ++i) known = known || registry->wake[i] == dboid;
-    if (!known) {
-      if (registry->wake_count < kWakeRequests)
-        registry->wake[registry->wake_count++] = dboid;
-      else
-        registry->wake_all = true;
-    }
-    procno = registry->launcher_pgprocno;
+  bool known = false;
+  for (int i = 0; i < registry->wake_count; ++i) known = known || registry->wake[i] == dboid;
+  if (!known) {
+    if (registry->wake_count < kWakeRequests)
+      registry->wake[registry->wake_count++] = dboid;
+    else
+      registry->wake_all = true;
   }
+  int procno = registry->launcher_pgprocno;
   LWLockRelease(registry->lock);
   if (procno >= 0) SetLatch(&ProcGlobal->allProcs[procno].procLatch);
 }

@@ -52,7 +52,7 @@ void WakeWorkers(Oid dboid, bool dispatchers);
 int WorkerPids(Oid dboid, int *pids, int capacity);
 
 // The launcher registers its latch, so that a commit of create_outbox/resume_outbox
-// (statesman._wake_launcher) in a database without a database worker wakes it at once.
+// (statesman._wake_launcher) wakes it at once: it starts the database's worker if none runs.
 void RegisterLauncherLatch();
 // The databases whose database worker was asked for since the last call (at most capacity;
 // *all: more were, look at every database).
