@@ -65,3 +65,26 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION statesman._check_id(text, text) IS 'validates an outbox or consumer id';
+
+-- The first half of statesman's two-int4 advisory lock keys: one space per kind of lock, so
+-- that none collides with an application's (include/statesman/store/locks.hpp names the same
+-- numbers in C++). 'address': an appending transaction's lock on each address it writes;
+-- 'sequencer': the one sequencer (key 0); 'lease': an outbox's lease (key
+-- statesman._lease_key(outbox_id)); 'page': a page of delivery (shared) against drop_outbox
+-- (exclusive), same key. An unknown name raises: a NULL key would take no lock at all.
+CREATE FUNCTION statesman._lock_space(name text) RETURNS integer
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    CASE name
+        WHEN 'address' THEN RETURN 1398033742;
+        WHEN 'sequencer' THEN RETURN 1398033743;
+        WHEN 'lease' THEN RETURN 1398033744;
+        WHEN 'page' THEN RETURN 1398033745;
+        ELSE RAISE EXCEPTION 'unknown lock space "%"', name USING ERRCODE = 'invalid_parameter_value';
+    END CASE;
+END
+$$;
+COMMENT ON FUNCTION statesman._lock_space(text) IS
+    'the advisory lock space of statesman''s address, sequencer, lease and page locks';

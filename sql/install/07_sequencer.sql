@@ -45,7 +45,7 @@ BEGIN
         RAISE EXCEPTION 'statesman.sequence_feed() must run at READ COMMITTED isolation'
             USING ERRCODE = 'feature_not_supported';
     END IF;
-    IF NOT pg_try_advisory_xact_lock(1398033743, 0) THEN
+    IF NOT pg_try_advisory_xact_lock(statesman._lock_space('sequencer'), 0) THEN
         RETURN statesman.head_position();   -- another session is sequencing right now
     END IF;
 

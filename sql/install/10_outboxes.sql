@@ -8,6 +8,25 @@ CREATE FUNCTION statesman._known_sinks() RETURNS text[]
     AS 'MODULE_PATHNAME', 'statesman_known_sinks';
 COMMENT ON FUNCTION statesman._known_sinks() IS 'the sink names create_outbox accepts';
 
+-- When the calling transaction commits, the launcher starts this database's database worker
+-- at once if none runs, instead of at its next look (statesman.naptime later): called by
+-- create_outbox and resume_outbox.
+CREATE FUNCTION statesman._wake_launcher() RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_wake_launcher';
+COMMENT ON FUNCTION statesman._wake_launcher() IS
+    'has the launcher start this database''s worker when the transaction commits';
+REVOKE ALL ON FUNCTION statesman._wake_launcher() FROM PUBLIC;
+
+-- 'waiting for a worker slot: statesman.max_workers=N is reached (…)' while the outbox's
+-- dispatcher, or its database's database worker, cannot start for want of a slot; else NULL.
+-- Shown as outbox_status.last_error.
+CREATE FUNCTION statesman._slot_wait(outbox_id text) RETURNS text
+    LANGUAGE c STABLE STRICT
+    AS 'MODULE_PATHNAME', 'statesman_slot_wait';
+COMMENT ON FUNCTION statesman._slot_wait(text) IS
+    'why an outbox''s worker waits for a worker slot, or NULL';
+
 -- The `table` sink's target as a quoted, schema-qualified name, from its options.
 CREATE FUNCTION statesman._sink_table(sink_options jsonb) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
@@ -133,7 +152,7 @@ CREATE FUNCTION statesman._check_sink_timeout(sink_options jsonb, lease_ttl inte
     AS $$
 BEGIN
     IF jsonb_typeof(sink_options->'timeout_ms') = 'number'
-       AND (sink_options->>'timeout_ms')::numeric * interval '1 millisecond' >= lease_ttl THEN
+       AND (sink_options->>'timeout_ms')::numeric >= statesman._millis(lease_ttl) THEN
         RAISE EXCEPTION 'sink option "timeout_ms" (% ms) must be shorter than lease_ttl (%)',
             sink_options->>'timeout_ms', lease_ttl
             USING ERRCODE = 'invalid_parameter_value',
@@ -144,6 +163,32 @@ $$;
 COMMENT ON FUNCTION statesman._check_sink_timeout(jsonb, interval) IS
     'checks that a sink''s timeout_ms is shorter than the outbox''s lease_ttl';
 
+-- An interval in whole milliseconds, as the workers use it: extract(epoch …) counts a day as
+-- 24 hours, a month as 30 days and a year as 365.25 days (interval comparison counts a year as
+-- 360 days: '-1 year 360 days' is 0 to it, -5.25 days here). Clamped to ±9e18, so that any
+-- interval has a value for the range checks.
+CREATE FUNCTION statesman._millis(value interval) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE STRICT
+    SET search_path = pg_catalog, pg_temp
+    AS $$ SELECT LEAST(GREATEST(pg_catalog.round(EXTRACT(epoch FROM value) * 1000),
+                                -9e18), 9e18)::bigint $$;
+COMMENT ON FUNCTION statesman._millis(interval) IS 'an interval in milliseconds, as the workers count it';
+
+-- The intervals of an outbox in the milliseconds the dispatcher uses: the one conversion,
+-- read by the dispatcher's settings load and checked by statesman._check_outbox.
+CREATE FUNCTION statesman._outbox_millis(o statesman.outboxes,
+    OUT poll_interval bigint, OUT lease_ttl bigint, OUT lease_renew_interval bigint,
+    OUT min_retry_delay bigint, OUT max_retry_delay bigint)
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT statesman._millis(o.poll_interval), statesman._millis(o.lease_ttl),
+           COALESCE(statesman._millis(o.lease_renew_interval), statesman._millis(o.lease_ttl) / 3),
+           statesman._millis(o.min_retry_delay), statesman._millis(o.max_retry_delay)
+$$;
+COMMENT ON FUNCTION statesman._outbox_millis(statesman.outboxes) IS
+    'an outbox''s intervals in the milliseconds the dispatcher uses';
+
 -- Checks every setting of an outbox row (create_outbox and alter_outbox); raises 22023/22004.
 CREATE FUNCTION statesman._check_outbox(o statesman.outboxes) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
@@ -151,6 +196,8 @@ CREATE FUNCTION statesman._check_outbox(o statesman.outboxes) RETURNS void
     AS $$
 DECLARE
     renew interval := COALESCE(o.lease_renew_interval, o.lease_ttl / 3);
+    ms record;
+    how constant text := 'The worker counts it as %s ms (a day as 24 hours, a month as 30 days, a year as 365.25 days).';
 BEGIN
     PERFORM statesman._require(o.batch_size, 'batch_size');
     PERFORM statesman._require(o.poll_interval, 'poll_interval');
@@ -166,31 +213,35 @@ BEGIN
         RAISE EXCEPTION 'batch_size must be between 1 and 100000 (got %)', o.batch_size
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF o.poll_interval < interval '10 milliseconds' OR o.poll_interval > interval '1 hour' THEN
+    -- The checks are on the values the dispatcher will use, not on the intervals as
+    -- PostgreSQL compares them (see statesman._millis).
+    ms := statesman._outbox_millis(o);
+    IF ms.poll_interval < 10 OR ms.poll_interval > 3600000 THEN
         RAISE EXCEPTION 'poll_interval must be between 10 milliseconds and 1 hour (got %)', o.poll_interval
-            USING ERRCODE = 'invalid_parameter_value';
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = format(how, ms.poll_interval);
     END IF;
-    IF o.lease_ttl < interval '1 second' OR o.lease_ttl > interval '1 day' THEN
+    IF ms.lease_ttl < 1000 OR ms.lease_ttl > 86400000 THEN
         RAISE EXCEPTION 'lease_ttl must be between 1 second and 1 day (got %)', o.lease_ttl
-            USING ERRCODE = 'invalid_parameter_value';
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = format(how, ms.lease_ttl);
     END IF;
-    IF o.lease_renew_interval IS NOT NULL AND o.lease_renew_interval <= interval '0' THEN
+    IF o.lease_renew_interval IS NOT NULL AND ms.lease_renew_interval <= 0 THEN
         RAISE EXCEPTION 'lease_renew_interval must be positive (got %)', o.lease_renew_interval
-            USING ERRCODE = 'invalid_parameter_value';
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format(how, ms.lease_renew_interval);
     END IF;
-    IF renew >= o.lease_ttl THEN
+    IF ms.lease_renew_interval >= ms.lease_ttl THEN
         RAISE EXCEPTION 'lease_renew_interval (%) must be shorter than lease_ttl (%)', renew, o.lease_ttl
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF o.min_retry_delay < interval '0' THEN
+    IF ms.min_retry_delay < 0 THEN
         RAISE EXCEPTION 'min_retry_delay must not be negative (got %)', o.min_retry_delay
-            USING ERRCODE = 'invalid_parameter_value';
+            USING ERRCODE = 'invalid_parameter_value', DETAIL = format(how, ms.min_retry_delay);
     END IF;
-    IF o.min_retry_delay > o.max_retry_delay THEN
+    IF ms.min_retry_delay > ms.max_retry_delay THEN
         RAISE EXCEPTION 'min_retry_delay (%) must not exceed max_retry_delay (%)', o.min_retry_delay, o.max_retry_delay
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF o.max_retry_delay >= o.lease_ttl THEN
+    IF ms.max_retry_delay >= ms.lease_ttl THEN
         RAISE EXCEPTION 'max_retry_delay (%) must be shorter than lease_ttl (%)', o.max_retry_delay, o.lease_ttl
             USING ERRCODE = 'invalid_parameter_value',
                   HINT = 'A leader that waits longer than its lease would lose it while backing off.';
@@ -262,6 +313,9 @@ BEGIN
     END;
     INSERT INTO statesman.outbox_state (outbox_id) VALUES (o.outbox_id);
     INSERT INTO statesman.leases (outbox_id) VALUES (o.outbox_id);
+    IF o.enabled THEN
+        PERFORM statesman._wake_launcher();
+    END IF;
 END
 $$;
 COMMENT ON FUNCTION statesman.create_outbox(text, text, jsonb, text, integer, interval, boolean, interval,
@@ -335,7 +389,7 @@ BEGIN
     -- Waits for a page under way to commit (see statesman._page_outbox). Taken before
     -- the row lock, in the order pages take them: a page's insert into dead_letters checks this
     -- row's key.
-    PERFORM pg_advisory_xact_lock(1398033745, statesman._lease_key(drop_outbox.outbox_id));
+    PERFORM pg_advisory_xact_lock(statesman._lock_space('page'), statesman._lease_key(drop_outbox.outbox_id));
     PERFORM statesman._outbox_for_update(drop_outbox.outbox_id);
     -- Its state, lease row and dead letters go with it (ON DELETE CASCADE); so does its cursor.
     DELETE FROM statesman.outboxes x WHERE x.outbox_id = drop_outbox.outbox_id;
@@ -367,6 +421,7 @@ BEGIN
     UPDATE statesman.outboxes x SET enabled = true, updated_at = now()
     WHERE x.outbox_id = resume_outbox.outbox_id AND NOT x.enabled;
     UPDATE statesman.outbox_state s SET attempts = 0 WHERE s.outbox_id = resume_outbox.outbox_id;
+    PERFORM statesman._wake_launcher();
 END
 $$;
 COMMENT ON FUNCTION statesman.resume_outbox(text) IS 'resumes delivery from the outbox''s cursor';

@@ -2,7 +2,7 @@
 -- The lease of an outbox (called by the dispatcher and by dispatch_once; not for applications)
 -------------------------------------------------------------------------------
 
--- The advisory lock key of an outbox's lease: (1398033744, hashtext(outbox_id)).
+-- The advisory lock key of an outbox's lease: (statesman._lock_space('lease'), hashtext(outbox_id)).
 CREATE FUNCTION statesman._lease_key(outbox_id text) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path = pg_catalog, pg_temp
@@ -35,7 +35,7 @@ BEGIN
     INTO v_pid, v_since
     FROM pg_locks k JOIN pg_stat_activity a ON a.pid = k.pid
     WHERE k.locktype = 'advisory' AND k.granted
-      AND k.classid::bigint = 1398033744
+      AND k.classid::bigint = statesman._lock_space('lease')
       AND k.objid = statesman._lease_key(o.outbox_id)::oid AND k.objsubid = 2
       AND k.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
     LIMIT 1;
@@ -68,9 +68,9 @@ BEGIN
     END IF;
     -- transactional: dispatch_once's lease, released when the caller's transaction ends.
     IF transactional THEN
-        got := pg_try_advisory_xact_lock(1398033744, statesman._lease_key(o.outbox_id));
+        got := pg_try_advisory_xact_lock(statesman._lock_space('lease'), statesman._lease_key(o.outbox_id));
     ELSE
-        got := pg_try_advisory_lock(1398033744, statesman._lease_key(o.outbox_id));
+        got := pg_try_advisory_lock(statesman._lock_space('lease'), statesman._lease_key(o.outbox_id));
     END IF;
     IF got THEN
         UPDATE statesman.leases x
@@ -103,7 +103,7 @@ CREATE FUNCTION statesman._release_lease(outbox_id text) RETURNS void
 BEGIN
     UPDATE statesman.leases x SET holder_pid = NULL
     WHERE x.outbox_id = _release_lease.outbox_id AND x.holder_pid = pg_backend_pid();
-    PERFORM pg_advisory_unlock(1398033744, statesman._lease_key(_release_lease.outbox_id));
+    PERFORM pg_advisory_unlock(statesman._lock_space('lease'), statesman._lease_key(_release_lease.outbox_id));
 END
 $$;
 COMMENT ON FUNCTION statesman._release_lease(text) IS 'releases the lease this session holds';

@@ -38,7 +38,7 @@ CREATE FUNCTION statesman._page_outbox(outbox_id text) RETURNS statesman.outboxe
 DECLARE
     o statesman.outboxes;
 BEGIN
-    PERFORM pg_advisory_xact_lock_shared(1398033745, statesman._lease_key(_page_outbox.outbox_id));
+    PERFORM pg_advisory_xact_lock_shared(statesman._lock_space('page'), statesman._lease_key(_page_outbox.outbox_id));
     SELECT * INTO o FROM statesman.outboxes x WHERE x.outbox_id = _page_outbox.outbox_id;
     RETURN o;
 END

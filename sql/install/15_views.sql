@@ -20,9 +20,9 @@ CREATE FUNCTION statesman._feed_status(
         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
           AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
                             WHERE d.datname = pg_catalog.current_database())
-          AND l.classid::bigint IN (1398033742, 1398033743)
+          AND l.classid::bigint IN (statesman._lock_space('address'), statesman._lock_space('sequencer'))
     ), writers AS (
-        SELECT DISTINCT pid, xact_start FROM locks WHERE classid::bigint = 1398033742
+        SELECT DISTINCT pid, xact_start FROM locks WHERE classid::bigint = statesman._lock_space('address')
     )
     SELECT (SELECT max(h.global_position) FROM statesman.history h),
            (SELECT min(h.global_position) FROM statesman.history h),
@@ -32,7 +32,7 @@ CREATE FUNCTION statesman._feed_status(
            s.pid, pg_catalog.now() - s.xact_start
     FROM (SELECT 1) AS one
     LEFT JOIN LATERAL (SELECT * FROM writers ORDER BY xact_start LIMIT 1) w ON true
-    LEFT JOIN LATERAL (SELECT * FROM locks WHERE classid::bigint = 1398033743
+    LEFT JOIN LATERAL (SELECT * FROM locks WHERE classid::bigint = statesman._lock_space('sequencer')
                        AND pid <> pg_catalog.pg_backend_pid() LIMIT 1) s ON true
 $$;
 COMMENT ON FUNCTION statesman._feed_status() IS 'the row of statesman.feed_status';
@@ -59,7 +59,10 @@ SELECT o.outbox_id,
        holder.pid AS leader_pid,
        CASE WHEN holder.pid IS NOT NULL THEN l.renewed_at END AS lease_renewed_at,
        st.attempts,
-       st.last_error,
+       -- A worker that waits for a slot says so (the state is idle: no dispatcher runs).
+       CASE WHEN o.enabled AND holder.pid IS NULL
+            THEN COALESCE(statesman._slot_wait(o.outbox_id), st.last_error)
+            ELSE st.last_error END AS last_error,
        st.last_error_at,
        st.published_total,
        st.deduplicated_total,
@@ -78,7 +81,7 @@ LEFT JOIN LATERAL (
 -- The leader: the session that holds the lease lock (an unleased outbox: its dispatcher).
 LEFT JOIN LATERAL (
     SELECT k.pid FROM pg_catalog.pg_locks k
-    WHERE k.locktype = 'advisory' AND k.granted AND k.classid::bigint = 1398033744
+    WHERE k.locktype = 'advisory' AND k.granted AND k.classid::bigint = statesman._lock_space('lease')
       AND k.objid = statesman._lease_key(o.outbox_id)::oid AND k.objsubid = 2
       AND k.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
     UNION ALL

@@ -32,7 +32,85 @@ struct Supervision {
   std::map<std::string, LaunchedWorker> dispatchers;
   worker::WarningLimiter no_slot{60000};
   bool warned_version = false;
+  // Sessions other than statesman's workers seen holding one of its keys at every pass since
+  // the time noted (see ExpireForeignHolders).
+  std::map<std::string, int64> foreign_since;
 };
+
+// Holders of the sequencer key and of each outbox's lease and page keys that are not one of
+// this database's statesman workers: pid, backend start, which lock, its outbox, the grace
+// (the outbox's lease_ttl; for the sequencer the shortest lease_ttl of an enabled outbox, 30 s
+// without one), whether the session is idle (it holds the key at session level, which no
+// statesman function does outside the workers), its transaction's age, who it is.
+constexpr const char *kForeignHoldersSql =
+    "WITH s AS (SELECT statesman._lock_space('sequencer') AS seq, statesman._lock_space('lease') AS lease, "
+    "                  statesman._lock_space('page') AS page) "
+    "SELECT k.pid, a.backend_start::text, "
+    "       CASE k.classid::bigint WHEN s.seq THEN 'sequencer' WHEN s.lease THEN 'lease' ELSE 'page' END, "
+    "       o.outbox_id, "
+    "       COALESCE(statesman._millis(o.lease_ttl), "
+    "                (SELECT min(statesman._millis(x.lease_ttl)) FROM statesman.outboxes x WHERE x.enabled), 30000), "
+    "       a.state IS NOT DISTINCT FROM 'idle', "
+    "       COALESCE(statesman._millis(pg_catalog.clock_timestamp() - a.xact_start), 0), "
+    "       COALESCE(a.usename::text, '?'), COALESCE(a.application_name, ''), "
+    "       COALESCE(a.client_addr::text, 'local') "
+    "FROM pg_catalog.pg_locks k CROSS JOIN s "
+    "JOIN pg_catalog.pg_stat_activity a ON a.pid = k.pid "
+    "LEFT JOIN statesman.outboxes o ON k.classid::bigint IN (s.lease, s.page) "
+    "     AND k.objid = statesman._lease_key(o.outbox_id)::oid "
+    "WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2 "
+    "  AND k.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()) "
+    "  AND ((k.classid::bigint = s.seq AND k.objid = 0) OR o.outbox_id IS NOT NULL) "
+    "  AND k.pid <> pg_catalog.pg_backend_pid() AND k.pid <> ALL ($1::integer[])";
+
+// The watchdog of foreign holders. pg_advisory_lock is open to every role, and statesman's
+// keys are visible in pg_locks: a session that takes the sequencer's key stops the feed, one
+// that takes an outbox's lease or page key stops that outbox. A session other than this
+// database's statesman workers that has held such a key for its grace (seen at every pass),
+// and either holds it at session level (idle: statesman's functions take these keys only for
+// their transaction) or in a transaction older than the grace, is terminated, with a WARNING
+// that names it. A statesman function that holds a key for a moment (read_feed's on-demand
+// sequencing, a dispatch_once page) is never seen that long; a transaction kept open after it
+// is judged as any other holder: it stops delivery all the same. Address keys are left alone:
+// an appending transaction holds its addresses until it ends, however long that is.
+void ExpireForeignHolders(Supervision *sup) {
+  int pids[1024];
+  int count = WorkerPids(MyDatabaseId, pids, 1024);
+  std::string array = "{";
+  for (int i = 0; i < count; ++i) array += (i > 0 ? "," : "") + std::to_string(pids[i]);
+  array += "}";
+  std::vector<Row> holders = Query(kForeignHoldersSql, {array});
+  int64 now = NowMillis();
+  std::map<std::string, int64> seen;
+  std::set<std::string> terminated;
+  for (const Row &h : holders) {
+    const std::string pid = h[0].value_or("0");
+    const std::string lock = h[2].value_or("?");
+    const std::string outbox = h[3].value_or("");
+    std::string key = pid + "/" + h[1].value_or("") + "/" + lock + "/" + outbox;
+    auto it = sup->foreign_since.find(key);
+    int64 since = it == sup->foreign_since.end() ? now : it->second;
+    seen[key] = since;
+    // The key may have been taken up to one pass before it was first seen: judge it from then,
+    // so that it is ended within its lease_ttl (but never sooner than half a second).
+    int64 grace = std::max<int64>(ToInt(h[4], 30000) - kSuperviseEveryMs, 500);
+    bool idle = h[5] == "t";
+    int64 xact_ms = ToInt(h[6], 0);
+    if (now - since < grace || !(idle || xact_ms >= grace) || terminated.count(pid) > 0) continue;
+    terminated.insert(pid);
+    std::string what = lock == "sequencer" ? "the sequencer's lock" : "the " + lock + " lock of outbox \"" + outbox + "\"";
+    Log(LogLevel::kWarning,
+        "statesman: terminating pid " + pid + " (role \"" + h[7].value_or("") + "\", application_name \"" +
+            h[8].value_or("") + "\", client " + h[9].value_or("") + "): it held " + what + " for more than " +
+            std::to_string(now - since) + " ms, " + (idle ? "outside any transaction" : "in an open transaction") +
+            ", and is not a statesman worker",
+        "A session that holds one of statesman's advisory locks stops delivery; statesman's own functions take "
+        "them only for a moment. The grace is the outbox's lease_ttl (for the sequencer, the shortest lease_ttl) less the "
+        "watchdog's period of one second.");
+    QueryValue("SELECT pg_catalog.pg_terminate_backend($1::integer)", {pid});
+  }
+  sup->foreign_since = std::move(seen);
+}
 
 // Gives feed positions to committed records, a batch per transaction; wakes the dispatchers
 // when the head moved. Returns true when it sequenced anything.
@@ -78,6 +156,7 @@ bool Supervise(Supervision *sup) {
   // The watchdog of stuck leaders (see statesman._expire_stuck_lease).
   Query("SELECT statesman._expire_stuck_lease(o.outbox_id) FROM statesman.outboxes o "
         "WHERE o.enabled AND o.require_lease");
+  ExpireForeignHolders(sup);
   EndWork();
   if (pruned > 0) Log(LogLevel::kLog, "statesman: deferred retention pruned " + std::to_string(pruned) + " records");
 
@@ -93,7 +172,10 @@ bool Supervise(Supervision *sup) {
     // kAlreadyRunning: one started by an earlier database worker still runs.
     LaunchResult result =
         Launch(&d, "statesman_dispatcher_main", "statesman dispatcher", MyDatabaseId, owner, id.c_str(), now);
-    if (result == LaunchResult::kStarted || result == LaunchResult::kAlreadyRunning) continue;
+    bool started = result == LaunchResult::kStarted || result == LaunchResult::kAlreadyRunning;
+    // outbox_status.last_error says so while it waits (statesman._slot_wait).
+    NoteSlotWait(MyDatabaseId, id.c_str(), !started, result == LaunchResult::kNoRegistrySlot);
+    if (started) continue;
     int64 suppressed = 0;
     if (sup->no_slot.Allow(now, &suppressed))
       Log(LogLevel::kWarning,

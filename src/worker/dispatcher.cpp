@@ -27,6 +27,7 @@ PG_FUNCTION_INFO_V1(statesman_dispatch_once);
 
 #include "statesman/error.hpp"
 #include "statesman/sinks/sink.hpp"
+#include "statesman/store/locks.hpp"
 #include "statesman/worker/backoff.hpp"
 
 namespace statesman::pg {
@@ -34,26 +35,23 @@ namespace {
 
 using worker::OutboxSettings;
 
-// Waits up to 250 ms for the sequencer lock (space 1398033743), for this transaction.
-constexpr const char *kAwaitSequencerSql =
+// Waits up to 250 ms for the sequencer lock, for this transaction.
+const std::string kAwaitSequencerSql =
     "DO $$ BEGIN "
     "  PERFORM pg_catalog.set_config('lock_timeout', '250ms', true); "
-    "  BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(1398033743, 0); "
+    "  BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(" + std::to_string(store::kSequencerLockSpace) + ", 0); "
     "  EXCEPTION WHEN lock_not_available THEN NULL; END; "
     "  PERFORM pg_catalog.set_config('lock_timeout', '0', true); "
     "END $$";
 
-// Loads an outbox's settings; false when it does not exist.
+// Loads an outbox's settings, its intervals in the milliseconds that statesman._check_outbox
+// checked (statesman._outbox_millis); false when it does not exist.
 bool LoadSettings(const std::string &outbox_id, OutboxSettings *s) {
   std::vector<Row> rows = Query(
       "SELECT o.sink, o.sink_options::text, o.enabled, o.require_lease, o.batch_size, "
-      "  (extract(epoch FROM o.poll_interval) * 1000)::bigint, "
-      "  (extract(epoch FROM o.lease_ttl) * 1000)::bigint, "
-      "  (extract(epoch FROM COALESCE(o.lease_renew_interval, o.lease_ttl / 3)) * 1000)::bigint, "
-      "  (extract(epoch FROM o.min_retry_delay) * 1000)::bigint, "
-      "  (extract(epoch FROM o.max_retry_delay) * 1000)::bigint, "
+      "  m.poll_interval, m.lease_ttl, m.lease_renew_interval, m.min_retry_delay, m.max_retry_delay, "
       "  o.skip_poison_after_attempts "
-      "FROM statesman.outboxes o WHERE o.outbox_id = $1",
+      "FROM statesman.outboxes o CROSS JOIN LATERAL statesman._outbox_millis(o) m WHERE o.outbox_id = $1",
       {outbox_id});
   if (rows.empty()) return false;
   const Row &r = rows[0];
@@ -429,7 +427,7 @@ class DispatcherProcess {
         // to commit first (the lock is re-entrant), so its records are in this cycle, not the
         // next poll's. The wait is bounded: a session that keeps the sequencer lock in an open
         // transaction must not stop this dispatcher from renewing its lease.
-        QueryValue(kAwaitSequencerSql);
+        QueryValue(kAwaitSequencerSql.c_str());
         QueryValue("SELECT statesman.sequence_feed(10000)");
         EndWork();
       }

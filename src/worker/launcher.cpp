@@ -1,7 +1,7 @@
 // The launcher: one per server. Every statesman.naptime it lists the databases and starts a
 // database worker for each one that has none; a database worker exits at once where the
 // extension is not installed, so a database that installs it later is served within one
-// naptime. The launcher never raises an ERROR for want of a worker slot: it warns and retries.
+// naptime, or at once when create_outbox or resume_outbox commits there (they set its latch). The launcher never raises an ERROR for want of a worker slot: it warns and retries.
 #include "statesman/worker/workers.hpp"
 #include "statesman/pg/work.hpp"
 
@@ -17,10 +17,14 @@ extern "C" {
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "tcop/tcopprot.h"
+#include "utils/guc.h"
 #include "utils/snapmgr.h"
 }
 
+#include <algorithm>
+#include <iterator>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,20 +70,41 @@ std::vector<Oid> ListDatabases() {
 
 void LauncherLoop() {
   std::map<Oid, LaunchedWorker> launched;
+  std::set<Oid> pending;  // databases whose database worker was asked for (see below)
   worker::WarningLimiter no_slot(60000);
+  RegisterLauncherLatch();
   for (;;) {
     bool enabled = HandleInterrupts();
     int64 now = NowMillis();
     // Forget workers that have exited; a reservation whose worker never started is freed.
     for (auto &[dboid, entry] : launched) ForgetIfStopped(&entry);
+    // Databases where create_outbox or resume_outbox committed: start their database worker
+    // now, even when the last check found no extension there. A request stays while a worker
+    // of the database has run for less than a second: it may be a discovery check that looked
+    // before the extension was created, and its exit sets this latch again (bgw_notify_pid).
+    Oid requested[16];
+    bool all_requested = false;
+    int n_requested = TakeLaunchRequests(requested, 16, &all_requested);
+    pending.insert(requested, requested + n_requested);
     if (enabled) {
-      for (Oid dboid : ListDatabases()) {
+      std::vector<Oid> databases = ListDatabases();
+      if (all_requested) pending.insert(databases.begin(), databases.end());
+      for (auto it = pending.begin(); it != pending.end();)  // dropped meanwhile
+        it = std::find(databases.begin(), databases.end(), *it) == databases.end() ? pending.erase(it) : std::next(it);
+      for (Oid dboid : databases) {
         LaunchedWorker &entry = launched[dboid];
-        if (entry.handle != nullptr) continue;                                   // running
-        if (entry.started_at != 0 && now - entry.started_at < guc_naptime_ms) continue;  // checked lately
+        bool asked = pending.count(dboid) > 0;
+        if (entry.handle != nullptr) {                                           // running
+          if (asked && now - entry.started_at >= 1000) pending.erase(dboid);    // and found the extension
+          continue;
+        }
+        if (!asked && entry.started_at != 0 && now - entry.started_at < guc_naptime_ms) continue;  // checked lately
         LaunchResult result =
             Launch(&entry, "statesman_database_main", "statesman database worker", dboid, InvalidOid, "", now);
-        if (result == LaunchResult::kStarted || result == LaunchResult::kAlreadyRunning) continue;
+        bool started = result == LaunchResult::kStarted || result == LaunchResult::kAlreadyRunning;
+        if (started) pending.erase(dboid);  // once: a worker that exits at once is not started again
+        NoteSlotWait(dboid, "", !started, result == LaunchResult::kNoRegistrySlot);
+        if (started) continue;
         int64 suppressed = 0;
         if (no_slot.Allow(now, &suppressed))
           Log(LogLevel::kWarning,
@@ -154,6 +179,54 @@ void ForgetIfStopped(LaunchedWorker *worker) {
   worker->handle = nullptr;
 }
 
+namespace {
+
+// What statesman's workers depend on, whatever the defaults of postgresql.conf, the database
+// (ALTER DATABASE … SET) or the role (ALTER ROLE … SET) say: applied after the connection's
+// own defaults, at the priority of PostgreSQL's own background processes' settings
+// (autovacuum's, the apply worker's), so that neither those defaults nor a reload can change
+// them; statesman's SET clauses and set_config calls still take precedence. Without these a
+// database default of repeatable read or read-only transactions stopped every sequencer run.
+// Plain C: runs before any C++ object exists, and may raise FATAL.
+void PinWorkerSettings() {
+  static const char *const settings[][2] = {
+      // Every transaction as the code expects it: read committed, read-write, not deferrable.
+      {"default_transaction_isolation", "read committed"},
+      {"default_transaction_read_only", "off"},
+      {"default_transaction_deferrable", "off"},
+      // No timeout of a client session: the workers bound their own waits.
+      {"statement_timeout", "0"},
+      {"lock_timeout", "0"},
+      {"idle_in_transaction_session_timeout", "0"},
+      {"idle_session_timeout", "0"},
+      // Names resolve in pg_catalog first; every statesman name is qualified.
+      {"search_path", "pg_catalog, pg_temp"},
+      // Durable commits unless the code asks otherwise (the dispatcher does, for its pages).
+      {"synchronous_commit", "on"},
+      // Triggers and foreign keys fire, as for any session (replica would skip them).
+      {"session_replication_role", "origin"},
+      // Nothing that changes how SQL text is read or written, or turns an ERROR into FATAL.
+      {"standard_conforming_strings", "on"},
+      {"transform_null_equals", "off"},
+      {"array_nulls", "on"},
+      {"bytea_output", "hex"},
+      {"DateStyle", "ISO, MDY"},
+      {"IntervalStyle", "postgres"},
+      {"exit_on_error", "off"},
+      {"row_security", "on"},
+      {"check_function_bodies", "on"},
+      {"client_min_messages", "notice"},
+      {"role", "none"},
+      // PL/pgSQL's own settings could refuse or change statesman's functions.
+      {"plpgsql.extra_errors", "none"},
+      {"plpgsql.extra_warnings", "none"},
+      {"plpgsql.variable_conflict", "error"},
+  };
+  for (const auto &setting : settings) SetConfigOption(setting[0], setting[1], PGC_SUSET, PGC_S_OVERRIDE);
+}
+
+}  // namespace
+
 WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname) {
   WorkerArgs args;
   memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
@@ -161,6 +234,7 @@ WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname) {
   pqsignal(SIGTERM, die);
   BackgroundWorkerUnblockSignals();
   BackgroundWorkerInitializeConnectionByOid(args.dboid, as_owner ? args.owner : InvalidOid, 0);
+  PinWorkerSettings();
   if (!ClaimSlot(DatumGetInt32(arg), args.generation, args.dboid, args.outbox_id)) proc_exit(0);
   pgstat_report_appname(appname);
   return args;
@@ -187,6 +261,7 @@ extern "C" void statesman_launcher_main(Datum) {
   pqsignal(SIGTERM, die);
   BackgroundWorkerUnblockSignals();
   BackgroundWorkerInitializeConnection(nullptr, nullptr, 0);
+  PinWorkerSettings();
   Invoke([] {
     LauncherLoop();
     return 0;

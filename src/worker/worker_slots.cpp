@@ -1,5 +1,7 @@
-// The shared registry of statesman's workers, and the commit hint that wakes the sequencer.
-// Everything here is plain PostgreSQL code without C++ objects, so it may ereport freely.
+// The shared registry of statesman's workers, the commit hint that wakes the sequencer, the
+// launcher's wake-up for a database that just got an outbox, and the notes of workers that
+// wait for a slot. Everything here is plain PostgreSQL code without C++ objects, so it may
+// ereport freely.
 #include "statesman/worker/workers.hpp"
 
 extern "C" {
@@ -9,6 +11,11 @@ extern "C" {
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+PG_FUNCTION_INFO_V1(statesman_wake_launcher);
+PG_FUNCTION_INFO_V1(statesman_slot_wait);
 }
 
 #include <cstring>
@@ -24,10 +31,26 @@ struct Slot {
   char outbox_id[kOutboxIdSize];  // empty: the database worker
 };
 
+// A worker that could not start for want of a slot, as its launching process last noted it.
+struct SlotWait {
+  Oid dboid;                      // InvalidOid: free
+  char outbox_id[kOutboxIdSize];  // empty: the database's database worker
+  TimestampTz noted_at;
+  bool registry_full;             // statesman.max_workers (else max_worker_processes)
+};
+
+constexpr int kSlotWaits = 64;      // more waiting workers than this go unnoted
+constexpr int kWakeRequests = 16;   // more requests than this make the launcher look at every database
+
 struct Registry {
   LWLock *lock;
   int size;
   uint32 next_generation;
+  int launcher_pgprocno;          // -1: no launcher running
+  int wake_count;                 // databases whose database worker was asked for, not yet started
+  bool wake_all;
+  Oid wake[kWakeRequests];
+  SlotWait waits[kSlotWaits];
   Slot slots[FLEXIBLE_ARRAY_MEMBER];
 };
 
@@ -35,6 +58,7 @@ Registry *registry = nullptr;
 shmem_request_hook_type prev_shmem_request_hook = nullptr;
 shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
 bool appended_in_transaction = false;
+bool wake_launcher_at_commit = false;
 int claimed_slot = -1;
 
 Size RegistrySize() {
@@ -57,6 +81,7 @@ void ShmemStartup() {
     registry->lock = &(GetNamedLWLockTranche("statesman"))->lock;
     registry->size = guc_max_workers;
     registry->next_generation = 1;
+    registry->launcher_pgprocno = -1;
   }
   LWLockRelease(AddinShmemInitLock);
 }
@@ -75,14 +100,36 @@ void FreeClaimedSlot(int, Datum) {
   claimed_slot = -1;
 }
 
-// After commit the appended records are visible to new snapshots: wake the sequencer.
+// Asks the launcher to start the database worker of dboid now. Also while a worker of dboid
+// holds a slot: that may be a discovery check that looked before the extension existed.
+void WakeLauncher(Oid dboid) {
+  LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+  bool known = false;
+  for (int i = 0; i < registry->wake_count; ++i) known = known || registry->wake[i] == dboid;
+  if (!known) {
+    if (registry->wake_count < kWakeRequests)
+      registry->wake[registry->wake_count++] = dboid;
+    else
+      registry->wake_all = true;
+  }
+  int procno = registry->launcher_pgprocno;
+  LWLockRelease(registry->lock);
+  if (procno >= 0) SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+// After commit the appended records are visible to new snapshots: wake the sequencer. After
+// create_outbox or resume_outbox, the outbox is visible: have its database worker started.
 void CommitHint(XactEvent event, void *) {
   if (event == XACT_EVENT_COMMIT && appended_in_transaction && guc_hints && registry != nullptr &&
       MyDatabaseId != InvalidOid)
     WakeWorkers(MyDatabaseId, false);
+  if (event == XACT_EVENT_COMMIT && wake_launcher_at_commit && registry != nullptr && MyDatabaseId != InvalidOid)
+    WakeLauncher(MyDatabaseId);
   if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_COMMIT ||
-      event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE)
+      event == XACT_EVENT_PARALLEL_ABORT || event == XACT_EVENT_PREPARE) {
     appended_in_transaction = false;
+    wake_launcher_at_commit = false;
+  }
 }
 
 }  // namespace
@@ -152,8 +199,106 @@ void WakeWorkers(Oid dboid, bool dispatchers) {
   }
 }
 
+int WorkerPids(Oid dboid, int *pids, int capacity) {
+  if (registry == nullptr) return 0;
+  int count = 0;
+  LWLockAcquire(registry->lock, LW_SHARED);
+  for (int i = 0; i < registry->size && count < capacity; ++i) {
+    const Slot &slot = registry->slots[i];
+    if (slot.dboid == dboid && slot.pid != 0) pids[count++] = slot.pid;
+  }
+  LWLockRelease(registry->lock);
+  return count;
+}
+
 void NoteAppend() { appended_in_transaction = true; }
+
+void RegisterLauncherLatch() {
+  if (registry == nullptr) return;
+  LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+  registry->launcher_pgprocno = MyProc->pgprocno;
+  LWLockRelease(registry->lock);
+}
+
+int TakeLaunchRequests(Oid *dboids, int capacity, bool *all) {
+  *all = false;
+  if (registry == nullptr) return 0;
+  LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+  int count = Min(registry->wake_count, capacity);
+  for (int i = 0; i < count; ++i) dboids[i] = registry->wake[i];
+  *all = registry->wake_all || registry->wake_count > capacity;
+  registry->wake_count = 0;
+  registry->wake_all = false;
+  LWLockRelease(registry->lock);
+  return count;
+}
+
+void NoteSlotWait(Oid dboid, const char *outbox_id, bool waiting, bool registry_full) {
+  if (registry == nullptr) return;
+  LWLockAcquire(registry->lock, LW_EXCLUSIVE);
+  int found = -1, free_index = -1;
+  for (int i = 0; i < kSlotWaits; ++i) {
+    SlotWait &w = registry->waits[i];
+    if (w.dboid == InvalidOid) {
+      if (free_index < 0) free_index = i;
+    } else if (w.dboid == dboid && strncmp(w.outbox_id, outbox_id, kOutboxIdSize) == 0) {
+      found = i;
+      break;
+    }
+  }
+  if (!waiting) {
+    if (found >= 0) memset(&registry->waits[found], 0, sizeof(SlotWait));
+  } else if (found >= 0 || free_index >= 0) {
+    SlotWait &w = registry->waits[found >= 0 ? found : free_index];
+    w.dboid = dboid;
+    strlcpy(w.outbox_id, outbox_id, kOutboxIdSize);
+    w.noted_at = GetCurrentTimestamp();
+    w.registry_full = registry_full;
+  }
+  LWLockRelease(registry->lock);
+}
 
 void RegisterCommitHint() { RegisterXactCallback(CommitHint, nullptr); }
 
 }  // namespace statesman::pg
+
+// statesman._wake_launcher(): when this transaction commits, the launcher starts this
+// database's database worker at once if none runs (create_outbox, resume_outbox), instead of
+// at its next look a statesman.naptime later.
+extern "C" Datum statesman_wake_launcher(PG_FUNCTION_ARGS) {
+  statesman::pg::wake_launcher_at_commit = true;
+  PG_RETURN_VOID();
+}
+
+// statesman._slot_wait(outbox_id): why the outbox's worker waits for a slot ('waiting for a
+// worker slot: statesman.max_workers=N is reached'), or NULL. A note counts while its
+// launching process keeps noting it: for two of its retry intervals.
+extern "C" Datum statesman_slot_wait(PG_FUNCTION_ARGS) {
+  using namespace statesman::pg;
+  if (registry == nullptr || PG_ARGISNULL(0)) PG_RETURN_NULL();
+  char *outbox_id = text_to_cstring(PG_GETARG_TEXT_PP(0));
+  TimestampTz now = GetCurrentTimestamp();
+  int64 fresh_ms = 2 * Max(guc_naptime_ms, 1000) + 1000;
+  const char *which = nullptr;
+  bool full = false;
+  LWLockAcquire(registry->lock, LW_SHARED);
+  for (int i = 0; i < kSlotWaits; ++i) {
+    const SlotWait &w = registry->waits[i];
+    if (w.dboid != MyDatabaseId) continue;
+    if (w.outbox_id[0] != '\0' && strncmp(w.outbox_id, outbox_id, kOutboxIdSize) != 0) continue;
+    if (TimestampDifferenceExceeds(w.noted_at, now, static_cast<int>(fresh_ms))) continue;
+    which = w.outbox_id[0] == '\0' ? "the database worker" : "the dispatcher";
+    full = w.registry_full;
+    break;
+  }
+  LWLockRelease(registry->lock);
+  if (which == nullptr) PG_RETURN_NULL();
+  char message[256];
+  if (full)
+    snprintf(message, sizeof message, "waiting for a worker slot: statesman.max_workers=%d is reached (%s cannot start)",
+             guc_max_workers, which);
+  else
+    snprintf(message, sizeof message, "waiting for a worker slot: max_worker_processes=%d is reached (%s cannot start)",
+             max_worker_processes, which);
+  PG_RETURN_TEXT_P(cstring_to_text(message));
+}

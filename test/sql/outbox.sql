@@ -250,6 +250,29 @@ SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', min_retry_delay
 SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', min_retry_delay => '-1 millisecond')$$);
 
 --
+-- Intervals whose units have mixed signs: PostgreSQL compares them counting a year as 360
+-- days, the worker counts 365.25 (extract(epoch …)). The checks are on the milliseconds
+-- the worker uses (statesman._outbox_millis), so each of these is refused (22023) though
+-- the interval itself compares as in range.
+--
+SELECT interval '-1 year 360 days 00:00:01' = interval '1 second' AS compares_as_one_second,
+       statesman._millis(interval '-1 year 360 days 00:00:01') AS worker_ms;
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', lease_ttl => '-1 year 360 days 00:00:01', max_retry_delay => '100 milliseconds', min_retry_delay => '0')$$);
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', lease_ttl => '1 year -360 days 00:00:01', max_retry_delay => '100 milliseconds', min_retry_delay => '0')$$);
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', poll_interval => '-1 year 360 days 00:00:01')$$);
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', lease_renew_interval => '-1 year 360 days 00:00:01')$$);
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', min_retry_delay => '-1 year 360 days')$$);
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', max_retry_delay => '1 year -360 days')$$);
+-- '-1 year 365 days 06:00:10' compares as 5 days 06:00:10 but is 10 s to the worker: a
+-- valid lease_ttl, and a sink timeout_ms of 20 s is refused against it.
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', sink => 'redis', sink_options => '{"timeout_ms": 20000}', lease_ttl => '-1 year 365 days 06:00:10', max_retry_delay => '1 second')$$);
+SELECT statesman.create_outbox('mixed-signs', lease_ttl => '-1 year 365 days 06:00:10', max_retry_delay => '1 second');
+SELECT * FROM expect_error($$SELECT statesman.alter_outbox('mixed-signs', lease_ttl => '-1 year 360 days 00:00:01', max_retry_delay => '100 milliseconds', min_retry_delay => '0')$$);
+-- What the dispatcher reads: the same milliseconds.
+SELECT m.* FROM statesman.outboxes o, statesman._outbox_millis(o) m WHERE o.outbox_id = 'mixed-signs';
+SELECT statesman.drop_outbox('mixed-signs');
+
+--
 -- skip_poison_after_attempts at least 1, or NULL (22023).
 --
 SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', skip_poison_after_attempts => 0)$$);

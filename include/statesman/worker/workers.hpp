@@ -47,6 +47,21 @@ bool ClaimSlot(int index, uint32 generation, Oid dboid, const char *outbox_id);
 // database. Takes no lock: at worst a latch is set that nobody needed.
 void WakeWorkers(Oid dboid, bool dispatchers);
 
+// The pids of the running workers of a database (its database worker and dispatchers), at
+// most `capacity` of them; returns how many.
+int WorkerPids(Oid dboid, int *pids, int capacity);
+
+// The launcher registers its latch, so that a commit of create_outbox/resume_outbox
+// (statesman._wake_launcher) wakes it at once: it starts the database's worker if none runs.
+void RegisterLauncherLatch();
+// The databases whose database worker was asked for since the last call (at most capacity;
+// *all: more were, look at every database).
+int TakeLaunchRequests(Oid *dboids, int capacity, bool *all);
+// Notes (waiting) or clears that the worker of (dboid, outbox_id) waits for a slot;
+// registry_full: statesman.max_workers is reached, else max_worker_processes. Shown by
+// statesman._slot_wait in outbox_status.last_error.
+void NoteSlotWait(Oid dboid, const char *outbox_id, bool waiting, bool registry_full);
+
 // Marks that this transaction appended; its commit wakes the database's sequencer.
 void NoteAppend();
 void RegisterCommitHint();
@@ -94,4 +109,6 @@ extern "C" {
 PGDLLEXPORT void statesman_launcher_main(Datum arg);
 PGDLLEXPORT void statesman_database_main(Datum arg);
 PGDLLEXPORT void statesman_dispatcher_main(Datum arg);
+PGDLLEXPORT Datum statesman_wake_launcher(PG_FUNCTION_ARGS);
+PGDLLEXPORT Datum statesman_slot_wait(PG_FUNCTION_ARGS);
 }
