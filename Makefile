@@ -52,7 +52,7 @@ INSTALL_SECTIONS = $(sort $(wildcard sql/install/*.sql))
 sql/$(EXTENSION)--$(EXTVERSION).sql: $(INSTALL_SECTIONS) $(EXTENSION).control
 	awk 'FNR == 1 && NR != 1 { print "" } { print }' $(INSTALL_SECTIONS) >$@
 
-.PHONY: test bench demo lint
+.PHONY: test bench demo lint format
 test:
 	./scripts/test
 
@@ -62,5 +62,13 @@ bench:
 demo:
 	./scripts/demo
 
+# The C++ sources that .clang-format covers.
+FORMAT_FILES = $(sort $(shell find src include examples $(wildcard test/unit) -name '*.cpp' -o -name '*.hpp' -o -name '*.h'))
+CLANG_FORMAT ?= clang-format
+
+format:
+	$(CLANG_FORMAT) -i $(FORMAT_FILES)
+
 lint:
 	cppcheck --quiet --inline-suppr --error-exitcode=1 --enable=warning,performance,portability --std=c++17 -Iinclude src
+	$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES)
