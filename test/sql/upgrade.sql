@@ -35,14 +35,23 @@ $$;
 
 CREATE EXTENSION statesman VERSION '0.1.0';
 SELECT extversion FROM pg_extension WHERE extname = 'statesman';
--- Until the update, this library applies 0.1.0's retention to 0.1.0's objects.
+-- Until the update, this library appends to no older version's objects: each append fails with
+-- 55000 naming both versions and the fix, and writes nothing; reads keep working.
 SELECT statesman.declare_root('old', max_revisions => 1);
+\set VERBOSITY sqlstate
+SELECT revision FROM statesman.append('old', 'a', '{"n": 1}');
+SELECT revision FROM statesman.append_bytes('old', 'a', '\x01'::bytea, 'application/octet-stream');
+SELECT revision FROM statesman.append_delete('old', 'a');
+\set VERBOSITY default
+SELECT revision FROM statesman.append('old', 'a', '{"n": 1}');
+SELECT count(*) AS written FROM statesman.history;
+ALTER EXTENSION statesman UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'statesman';
+-- From the update on, in the same session, appends work with the current version's retention.
 SELECT revision FROM statesman.append('old', 'a', '{"n": 1}');
 SELECT statesman.sequence_feed() > 0 AS sequenced;
 SELECT revision FROM statesman.append('old', 'a', '{"n": 2}');
 SELECT array_agg(revision ORDER BY revision) AS kept FROM statesman.history('old', 'a');
-ALTER EXTENSION statesman UPDATE;
-SELECT extversion FROM pg_extension WHERE extname = 'statesman';
 CREATE TEMP TABLE upgraded AS SELECT * FROM pg_temp.statesman_objects();
 CREATE TEMP TABLE upgraded_dump AS
     SELECT c.relname, x.cond FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS x(rel, cond)
@@ -64,3 +73,16 @@ SELECT 'dump config differs' AS problem, * FROM ((TABLE upgraded_dump EXCEPT TAB
                                                  UNION ALL (TABLE fresh_dump EXCEPT TABLE upgraded_dump)) z;
 -- The comparison saw the whole extension.
 SELECT count(*) > 50 AS many_objects FROM fresh;
+
+-- A backend that found the versions matching checks again after the extension changes: here it is
+-- recreated at 0.1.0, and the next append in the same session is refused.
+SELECT revision FROM statesman.append('fresh', 'a', '{"n": 1}');
+DROP EXTENSION statesman CASCADE;
+CREATE EXTENSION statesman VERSION '0.1.0';
+\set VERBOSITY sqlstate
+SELECT revision FROM statesman.append('fresh', 'a', '{"n": 1}');
+\set VERBOSITY default
+ALTER EXTENSION statesman UPDATE;
+SELECT revision FROM statesman.append('fresh', 'a', '{"n": 1}');
+DROP EXTENSION statesman CASCADE;
+CREATE EXTENSION statesman;

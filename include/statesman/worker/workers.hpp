@@ -20,6 +20,15 @@ extern "C" {
 
 namespace statesman::pg {
 
+// The SQL objects this library works with are those of its own version (STATESMAN_VERSION, from
+// the control file). Between installing a new build and ALTER EXTENSION statesman UPDATE they are
+// an older version's: the database worker starts no delivery and appends fail until the update.
+inline bool IsLibraryVersion(const std::string &installed) { return installed == STATESMAN_VERSION; }
+// "statesman: extension version 0.3.0 is installed, the library is 0.4.0"
+inline std::string VersionMismatch(const std::string &installed) {
+  return "statesman: extension version " + installed + " is installed, the library is " + STATESMAN_VERSION;
+}
+
 // GUCs (src/module.cpp).
 extern bool guc_enabled;
 extern int guc_max_workers;
