@@ -154,11 +154,11 @@ void ForgetIfStopped(LaunchedWorker *worker) {
   worker->handle = nullptr;
 }
 
-WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname) {
+WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname, bool exit_work) {
   WorkerArgs args;
   memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
-  pqsignal(SIGTERM, die);
+  pqsignal(SIGTERM, exit_work ? HandleShutdownSignal : die);
   BackgroundWorkerUnblockSignals();
   BackgroundWorkerInitializeConnectionByOid(args.dboid, as_owner ? args.owner : InvalidOid, 0);
   if (!ClaimSlot(DatumGetInt32(arg), args.generation, args.dboid, args.outbox_id)) proc_exit(0);

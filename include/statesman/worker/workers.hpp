@@ -91,8 +91,10 @@ struct WorkerArgs {
 // The start of a database worker or dispatcher: reads its arguments, sets up the signal
 // handlers, connects (a dispatcher as the extension's owner, a database worker as the
 // bootstrap superuser) and claims its registry slot, exiting quietly when the slot is not its
-// own. Runs before any C++ object exists (it may raise FATAL).
-WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname);
+// own. SIGTERM goes to `die`, or with exit_work to pg::HandleShutdownSignal (the worker's loop
+// then ends at its next check and does its exit work). Runs before any C++ object exists (it may
+// raise FATAL).
+WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname, bool exit_work = false);
 
 // Milliseconds on a monotonic-enough clock (GetCurrentTimestamp / 1000).
 int64 NowMillis();
