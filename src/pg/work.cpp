@@ -161,9 +161,7 @@ void CheckForInterrupts() {
   Call([] { CHECK_FOR_INTERRUPTS(); });
 }
 
-bool StopRequested() {
-  return ProcDiePending || QueryCancelPending || ShutdownRequestPending || !PostmasterIsAlive();
-}
+bool StopRequested() { return ProcDiePending || QueryCancelPending || ShutdownRequestPending || !PostmasterIsAlive(); }
 
 bool ExtensionInstalled() {
   return QueryValue("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'statesman'").has_value();
