@@ -45,10 +45,12 @@ class PgError : public std::exception {
 // its scope is left. PG_TRY's own restore (in PG_CATCH and PG_END_TRY) runs only when control
 // reaches those macros; a C++ exception thrown inside the PG_TRY block skips both and would leave
 // PG_exception_stack pointing at the sigjmp_buf of a frame that no longer exists, so that the
-// next ereport(ERROR) anywhere in the backend would longjmp into it. No body passed to Call
-// throws today (the bodies call PostgreSQL and plain C only; none nests a Call or calls C++ that
-// throws), so no SQL call reaches that path; but nothing stops the next body from doing so, and
-// this scope turns what would be a crash at some unrelated later ERROR into a plain exception.
+// next ereport(ERROR), until an enclosing PG_TRY ends and restores its own, would longjmp into
+// it. No body passed to Call throws today (the bodies call PostgreSQL and plain C only; none
+// nests a Call or calls C++ that throws), so no SQL call reaches that path; but nothing stops
+// the next body from doing so, and this scope turns what would be a crash at some unrelated
+// later ERROR into a plain exception. test/sql/guard.sql checks it through
+// statesman_check_call_guard (src/pg/guard.cpp).
 class ErrorStackScope {
  public:
   ErrorStackScope() noexcept : exception_stack_(PG_exception_stack), context_stack_(error_context_stack) {}
