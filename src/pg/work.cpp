@@ -71,7 +71,8 @@ void BeginExitWork() {
     QueryCancelPending = false;
   });
   BeginWork("statesman: stopping");
-  QueryValue("SELECT pg_catalog.set_config('lock_timeout', '1s', true)");
+  // A server shutdown waits for this process: the exit work must not wait long for a lock.
+  if (ShutdownRequestPending) QueryValue("SELECT pg_catalog.set_config('lock_timeout', '1s', true)");
 }
 
 int64 NowMillis() { return Call([] { return static_cast<int64>(GetCurrentTimestamp() / 1000); }); }

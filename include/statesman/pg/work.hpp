@@ -57,7 +57,8 @@ class ShutdownRequest : public std::exception {
   const char *what() const noexcept override { return "statesman: shutdown requested"; }
 };
 // Rolls back what a shutdown interrupted, then starts the transaction of the exit work: the
-// shutdown's cancel is cleared, and no lock is waited for longer than a second.
+// shutdown's cancel is cleared and, after a shutdown request, no lock is waited for longer
+// than a second.
 void BeginExitWork();
 // True when the extension is installed in this database (inside a transaction).
 bool ExtensionInstalled();
