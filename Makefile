@@ -141,7 +141,7 @@ test/unit/build/test_%: test/unit/test_%.cpp test/unit/tap.hpp $(patsubst src/%.
 unit: $(UNIT_TESTS)
 	@failed=0; for t in $(UNIT_TESTS); do echo "# $$t"; $$t || failed=1; done; exit $$failed
 
-.PHONY: test bench demo lint
+.PHONY: test bench demo lint format
 test:
 	./scripts/test
 
@@ -151,5 +151,13 @@ bench:
 demo:
 	./scripts/demo
 
+# The C++ sources that .clang-format covers.
+FORMAT_FILES = $(sort $(shell find src include examples $(wildcard test/unit) -name '*.cpp' -o -name '*.hpp' -o -name '*.h'))
+CLANG_FORMAT ?= clang-format
+
+format:
+	$(CLANG_FORMAT) -i $(FORMAT_FILES)
+
 lint:
 	cppcheck --quiet --inline-suppr --error-exitcode=1 --enable=warning,performance,portability --std=c++17 -Iinclude src
+	$(CLANG_FORMAT) --dry-run --Werror $(FORMAT_FILES)

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <stdexcept>
 
 namespace statesman::pg {
 namespace {
@@ -60,3 +61,34 @@ void ReportCapturedException() {
 }
 
 }  // namespace statesman::pg
+
+// ---- A self-test of pg::Call, for test/sql/guard.sql --------------------------------------------
+// No SQL object of the extension calls it: no body passed to pg::Call throws a C++ exception
+// today, so no SQL call reaches that path (see ErrorStackScope). A superuser's test declares
+// it (CREATE FUNCTION … AS 'statesman', 'statesman_check_call_guard' LANGUAGE C) and checks
+// that an exception thrown inside pg::Call leaves PostgreSQL's error stacks as they were, and
+// that an ERROR after it is caught by the pg::Call around it.
+extern "C" {
+PG_FUNCTION_INFO_V1(statesman_check_call_guard);
+}
+
+extern "C" Datum statesman_check_call_guard(PG_FUNCTION_ARGS) {
+  using namespace statesman::pg;
+  bool ok = Invoke([] {
+    sigjmp_buf *exception_stack = PG_exception_stack;
+    ErrorContextCallback *context_stack = error_context_stack;
+    try {
+      Call([] { throw std::runtime_error("thrown inside pg::Call"); });
+    } catch (const std::runtime_error &) {
+    }
+    bool restored = PG_exception_stack == exception_stack && error_context_stack == context_stack;
+    bool caught = false;
+    try {
+      Call([] { elog(ERROR, "raised inside pg::Call"); });
+    } catch (const PgError &) {
+      caught = true;
+    }
+    return restored && caught && PG_exception_stack == exception_stack;
+  });
+  PG_RETURN_BOOL(ok);
+}

@@ -9,6 +9,7 @@ extern "C" {
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/pmsignal.h"
 #include "utils/builtins.h"
@@ -18,9 +19,61 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include <cerrno>
+#include <csignal>
+
 #include "statesman/worker/workers.hpp"
 
 namespace statesman::pg {
+namespace {
+
+// True while Query runs a statement: a shutdown request then cancels it (HandleShutdownSignal).
+volatile sig_atomic_t statement_running = false;
+// Until the exit work begins: its own statements must run to the end.
+volatile sig_atomic_t cancel_on_shutdown = true;
+
+void CancelStatement() {
+  InterruptPending = true;
+  QueryCancelPending = true;
+}
+
+// Marks a statement as running for its lifetime (also when it ends by an exception). A shutdown
+// requested just before it started cancels it too: the handler saw no statement running.
+class RunningStatement {
+ public:
+  RunningStatement() noexcept {
+    statement_running = true;
+    if (ShutdownRequestPending && cancel_on_shutdown) CancelStatement();
+  }
+  ~RunningStatement() { statement_running = false; }
+  RunningStatement(const RunningStatement &) = delete;
+  RunningStatement &operator=(const RunningStatement &) = delete;
+};
+
+}  // namespace
+
+void HandleShutdownSignal(SIGNAL_ARGS) {
+  int save_errno = errno;
+  // Sets ShutdownRequestPending and the latch.
+  SignalHandlerForShutdownRequest(postgres_signal_arg);
+  if (statement_running && cancel_on_shutdown && !proc_exit_inprogress) CancelStatement();
+  errno = save_errno;
+}
+
+bool ShutdownRequested() { return ShutdownRequestPending; }
+
+void BeginExitWork() {
+  cancel_on_shutdown = false;
+  Call([] {
+    AbortCurrentTransaction();
+    pgstat_report_activity(STATE_IDLE, nullptr);
+    // The cancel may have come after the statement's last CHECK_FOR_INTERRUPTS.
+    QueryCancelPending = false;
+  });
+  BeginWork("statesman: stopping");
+  // A server shutdown waits for this process: the exit work must not wait long for a lock.
+  if (ShutdownRequestPending) QueryValue("SELECT pg_catalog.set_config('lock_timeout', '1s', true)");
+}
 
 int64 NowMillis() { return Call([] { return static_cast<int64>(GetCurrentTimestamp() / 1000); }); }
 
@@ -60,6 +113,7 @@ std::vector<Row> Query(const char *sql, const std::vector<Value> &params) {
   }
   uint64 nrows = 0;
   int ncols = 0;
+  RunningStatement running;
   char **cells = Call([&] {
     for (int i = 0; i < nargs; ++i)
       if (texts[i] != nullptr) values[i] = CStringGetTextDatum(texts[i]);
@@ -101,14 +155,14 @@ bool HandleInterrupts() {
       ProcessConfigFile(PGC_SIGHUP);
     }
   });
-  return guc_enabled;
+  return guc_enabled && !ShutdownRequestPending;
 }
 
 void CheckForInterrupts() {
   Call([] { CHECK_FOR_INTERRUPTS(); });
 }
 
-bool StopRequested() { return ProcDiePending || QueryCancelPending || !PostmasterIsAlive(); }
+bool StopRequested() { return ProcDiePending || QueryCancelPending || ShutdownRequestPending || !PostmasterIsAlive(); }
 
 bool ExtensionInstalled() {
   return QueryValue("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'statesman'").has_value();
@@ -129,7 +183,7 @@ bool WaitForLatch(int64_t timeout_ms) {
 void WaitUntil(int64_t deadline_ms) {
   for (int64_t now = NowMillis(); now < deadline_ms; now = NowMillis()) {
     WaitForLatch(deadline_ms - now);
-    if (!guc_enabled) return;
+    if (!guc_enabled || ShutdownRequestPending) return;
   }
 }
 

@@ -7,6 +7,7 @@
 
 extern "C" {
 #include "access/genam.h"
+#include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -14,17 +15,17 @@ extern "C" {
 #include "access/xact.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
-#include "nodes/value.h"
-#include "parser/parse_func.h"
 #include "executor/tuptable.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/datum.h"
 #include "utils/fmgroids.h"
+#include "utils/inval.h"
 #include "utils/jsonb.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
@@ -74,32 +75,62 @@ constexpr const char *kInsertSql =
 // Applies the root's retention to the address (statesman._prune): records that every enabled
 // outbox has delivered go; the rest wait in statesman.prune_pending for the worker.
 constexpr const char *kPruneSql = "SELECT statesman._prune($1, $2, $3)";
-
-// The same for a database whose SQL objects are still 0.1.0 (a new build installed, ALTER
-// EXTENSION UPDATE not yet run): 0.1.0's own retention, which has no outboxes to wait for.
-constexpr const char *kLegacyPruneSql =
-    "DELETE FROM statesman.history h "
-    "USING (SELECT x.revision FROM ("
-    "         SELECT k.revision, pg_catalog.row_number() OVER w AS rn, "
-    "                pg_catalog.sum(COALESCE(pg_catalog.octet_length(k.payload), 0)) OVER w AS bytes "
-    "         FROM statesman.history k WHERE k.address OPERATOR(pg_catalog.=) $1 "
-    "         WINDOW w AS (ORDER BY k.revision DESC)) x "
-    "       WHERE x.rn OPERATOR(pg_catalog.>) 1 "
-    "         AND (x.rn OPERATOR(pg_catalog.>) $2 OR x.bytes OPERATOR(pg_catalog.>) $3)) doomed "
-    "WHERE h.address OPERATOR(pg_catalog.=) $1 AND h.revision OPERATOR(pg_catalog.=) doomed.revision "
-    "  AND h.global_position IS NOT NULL";
-// Both prune statements take (address, max_revisions, max_bytes).
+// (address, max_revisions, max_bytes)
 const Oid kPruneTypes[3] = {TEXTOID, INT4OID, INT8OID};
-SPIPlanPtr legacy_prune_plan = nullptr;
-
-// True when statesman._prune(text, integer, bigint) exists (the SQL objects are 0.2.0 or later).
-bool HasPruneFunction() {
-  List *name = list_make2(makeString(pstrdup("statesman")), makeString(pstrdup("_prune")));
-  return OidIsValid(LookupFuncName(name, 3, kPruneTypes, true));
-}
 
 SPIPlanPtr insert_plan = nullptr;
 SPIPlanPtr prune_plan = nullptr;
+
+// Whether the installed extension is this library's version, as last checked in this backend.
+// Only a match is remembered, and only until the catalog changes: every upgrade, DROP EXTENSION
+// and CREATE EXTENSION replaces functions (a pg_proc invalidation) and tables (a relcache one),
+// and either resets it. So an append reads pg_extension only after such a change, not each time.
+bool installed_version_checked = false;
+bool version_callbacks_registered = false;
+
+void ForgetVersionCheck(Datum, int, uint32) { installed_version_checked = false; }
+void ForgetVersionCheckRel(Datum, Oid) { installed_version_checked = false; }
+
+// extversion of statesman in pg_extension (palloc'd), or nullptr when it is not installed.
+// Plain PostgreSQL code: run it under pg::Call.
+char *InstalledVersion() {
+  Relation rel = table_open(ExtensionRelationId, AccessShareLock);
+  ScanKeyData key;
+  ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ, CStringGetDatum("statesman"));
+  SysScanDesc scan = systable_beginscan(rel, ExtensionNameIndexId, true, nullptr, 1, &key);
+  HeapTuple tuple = systable_getnext(scan);
+  char *version = nullptr;
+  if (HeapTupleIsValid(tuple)) {
+    bool isnull = true;
+    Datum value = heap_getattr(tuple, Anum_pg_extension_extversion, RelationGetDescr(rel), &isnull);
+    if (!isnull) version = text_to_cstring(DatumGetTextPP(value));
+  }
+  systable_endscan(scan);
+  table_close(rel, AccessShareLock);
+  return version;
+}
+
+// The library appends only to the SQL objects of its own version (the statements below and
+// statesman._prune are this version's). On an older version's objects, between installing a new
+// build and ALTER EXTENSION statesman UPDATE, an append fails before it writes anything.
+void CheckInstalledVersion() {
+  if (installed_version_checked) return;
+  char *installed = Call([] {
+    if (!version_callbacks_registered) {
+      CacheRegisterSyscacheCallback(PROCOID, ForgetVersionCheck, static_cast<Datum>(0));
+      CacheRegisterRelcacheCallback(ForgetVersionCheckRel, static_cast<Datum>(0));
+      version_callbacks_registered = true;
+    }
+    return InstalledVersion();
+  });
+  if (installed != nullptr && IsLibraryVersion(installed)) {
+    installed_version_checked = true;
+    return;
+  }
+  throw Error(sqlstate::kObjectNotInPrerequisiteState,
+              VersionMismatch(installed != nullptr ? installed : "(none)") + "; cannot append",
+              "Run ALTER EXTENSION statesman UPDATE in this database.");
+}
 
 SPIPlanPtr PreparedPlan(SPIPlanPtr *slot, const char *sql, int nargs, const Oid *types) {
   if (*slot == nullptr) {
@@ -275,6 +306,7 @@ class OwnerScope {
 
 // Appends one record under its address lock and applies the root's retention.
 AppendResult AppendRecord(AppendRequest &req) {
+  CheckInstalledVersion();
   std::string address = store::CanonicalAddress(req.root, req.path, req.partition);
   store::CheckOperation(req.operation);
   bool tombstone = std::strcmp(req.operation, "delete") == 0;
@@ -349,16 +381,13 @@ AppendResult AppendRecord(AppendRequest &req) {
   }
 
   if (root_decl.has_max_revisions || root_decl.has_max_bytes) {
-    bool current = Call(HasPruneFunction);
-    SPIPlanPtr prune = current ? PreparedPlan(&prune_plan, kPruneSql, 3, kPruneTypes)
-                               : PreparedPlan(&legacy_prune_plan, kLegacyPruneSql, 3, kPruneTypes);
+    SPIPlanPtr prune = PreparedPlan(&prune_plan, kPruneSql, 3, kPruneTypes);
     Datum prune_values[3] = {req.values[kAddress], Int32GetDatum(root_decl.max_revisions),
                              Int64GetDatum(root_decl.max_bytes)};
     char prune_nulls[3] = {' ', root_decl.has_max_revisions ? ' ' : 'n', root_decl.has_max_bytes ? ' ' : 'n'};
     Call([&] {
       int rc = SPI_execute_plan(prune, prune_values, prune_nulls, false, 0);
-      if (rc != (current ? SPI_OK_SELECT : SPI_OK_DELETE))
-        elog(ERROR, "statesman: retention failed: %s", SPI_result_code_string(rc));
+      if (rc != SPI_OK_SELECT) elog(ERROR, "statesman: retention failed: %s", SPI_result_code_string(rc));
     });
   }
   NoteAppend();

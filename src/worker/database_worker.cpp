@@ -139,12 +139,10 @@ bool Supervise(Supervision *sup) {
   }
   // After a new build is installed, delivery waits for ALTER EXTENSION statesman UPDATE: the
   // SQL objects must be the version this library was built for.
-  if (extension[0][0] != STATESMAN_VERSION) {
+  if (!IsLibraryVersion(extension[0][0].value_or(""))) {
     EndWork();
     if (!sup->warned_version)
-      Log(LogLevel::kWarning,
-          "statesman: extension version " + extension[0][0].value_or("?") + " is installed, the library is " +
-              STATESMAN_VERSION + "; delivery waits",
+      Log(LogLevel::kWarning, VersionMismatch(extension[0][0].value_or("?")) + "; delivery waits",
           "Run ALTER EXTENSION statesman UPDATE in this database.");
     sup->warned_version = true;
     return true;

@@ -139,6 +139,8 @@ void StopIfRequested() {
     if (!PostmasterIsAlive())
       ereport(FATAL, (errcode(ERRCODE_ADMIN_SHUTDOWN), errmsg("statesman: the postmaster died during a sink call")));
   });
+  // SIGTERM in the dispatcher process: unwind to DispatcherProcess::Run, which does the exit work.
+  if (ShutdownRequested()) throw ShutdownRequest();
 }
 
 // Rows of (global_position, message_id, message) as sink messages.
@@ -359,7 +361,39 @@ class DispatcherProcess {
  public:
   explicit DispatcherProcess(std::string outbox_id) : outbox_id_(std::move(outbox_id)) {}
 
+  // Delivers until the outbox is dropped or paused, statesman.enabled is turned off or SIGTERM
+  // arrives, then does the exit work: the lease row is released and the outbox_state row no
+  // longer names this process, at once (not when the session's end frees the advisory lock and
+  // the next dispatcher overwrites them), and the sink's connection is closed when the process
+  // object goes. A SIGTERM ends the loop at its next check, cuts a sink call short, or cancels
+  // the statement running; what it interrupts is rolled back (a page is delivered again).
   void Run() {
+    bool shutdown = false;
+    try {
+      Serve();
+    } catch (const ShutdownRequest &) {
+      shutdown = true;
+    } catch (const PgError &e) {
+      // Only the statement that the shutdown cancelled ends the loop quietly.
+      if (!ShutdownRequested() || e.Data()->sqlerrcode != ERRCODE_QUERY_CANCELED) throw;
+      shutdown = true;
+    }
+    shutdown = shutdown || ShutdownRequested();
+    bool was_leased = leased_;
+    BeginExitWork();
+    if (leased_) QueryValue("SELECT statesman._release_lease($1)", {outbox_id_});
+    QueryValue("SELECT statesman._note_dispatcher($1, NULL)", {outbox_id_});
+    EndWork();
+    leased_ = false;
+    if (shutdown)
+      Log(LogLevel::kLog, "statesman: outbox \"" + outbox_id_ + "\": dispatcher stopped on request" +
+                              (was_leased ? "; lease released" : ""));
+  }
+
+ private:
+  // The dispatcher's loop; returns when it must stop for a reason other than SIGTERM (which
+  // mostly unwinds it, as ShutdownRequest or as the cancelled statement's PgError).
+  void Serve() {
     // Like PostgreSQL's logical replication apply worker: a page's transaction need not wait
     // for its WAL flush. A crash can only lose a whole page (sink rows and cursor advance
     // together, or the cursor advance alone for other sinks), which is then delivered again.
@@ -472,13 +506,8 @@ class DispatcherProcess {
       woken_by_hint_ = WaitForLatch(std::min<int64>(settings_.poll_interval,
                                    settings_.require_lease ? NextRenewal() - NowMillis() : settings_.poll_interval));
     }
-    if (leased_) ReleaseLease();
-    BeginWork("statesman: stopping");
-    QueryValue("SELECT statesman._note_dispatcher($1, NULL)", {outbox_id_});
-    EndWork();
   }
 
- private:
   int64 NextRenewal() const { return clock_.NextRenewal(settings_); }
 
   // Renews the lease when due (measured from the last renewal). False when the lease was lost.
@@ -576,7 +605,7 @@ OnceResult DispatchOnce(const std::string &outbox_id) {
 
 extern "C" void statesman_dispatcher_main(Datum arg) {
   using namespace statesman::pg;
-  WorkerArgs args = StartDynamicWorker(arg, true, "statesman dispatcher");
+  WorkerArgs args = StartDynamicWorker(arg, true, "statesman dispatcher", true);
   Invoke([&] {
     DispatcherProcess process(args.outbox_id);
     RunUntilExtensionDropped([&] { process.Run(); });

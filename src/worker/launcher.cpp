@@ -227,11 +227,11 @@ void PinWorkerSettings() {
 
 }  // namespace
 
-WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname) {
+WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname, bool exit_work) {
   WorkerArgs args;
   memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));
   pqsignal(SIGHUP, SignalHandlerForConfigReload);
-  pqsignal(SIGTERM, die);
+  pqsignal(SIGTERM, exit_work ? HandleShutdownSignal : die);
   BackgroundWorkerUnblockSignals();
   BackgroundWorkerInitializeConnectionByOid(args.dboid, as_owner ? args.owner : InvalidOid, 0);
   PinWorkerSettings();

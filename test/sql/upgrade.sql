@@ -35,14 +35,23 @@ $$;
 
 CREATE EXTENSION statesman VERSION '0.1.0';
 SELECT extversion FROM pg_extension WHERE extname = 'statesman';
--- Until the update, this library applies 0.1.0's retention to 0.1.0's objects.
+-- Until the update, this library appends to no older version's objects: each append fails with
+-- 55000 naming both versions and the fix, and writes nothing; reads keep working.
 SELECT statesman.declare_root('old', max_revisions => 1);
+\set VERBOSITY sqlstate
+SELECT revision FROM statesman.append('old', 'a', '{"n": 1}');
+SELECT revision FROM statesman.append_bytes('old', 'a', '\x01'::bytea, 'application/octet-stream');
+SELECT revision FROM statesman.append_delete('old', 'a');
+\set VERBOSITY default
+SELECT revision FROM statesman.append('old', 'a', '{"n": 1}');
+SELECT count(*) AS written FROM statesman.history;
+ALTER EXTENSION statesman UPDATE;
+SELECT extversion FROM pg_extension WHERE extname = 'statesman';
+-- From the update on, in the same session, appends work with the current version's retention.
 SELECT revision FROM statesman.append('old', 'a', '{"n": 1}');
 SELECT statesman.sequence_feed() > 0 AS sequenced;
 SELECT revision FROM statesman.append('old', 'a', '{"n": 2}');
 SELECT array_agg(revision ORDER BY revision) AS kept FROM statesman.history('old', 'a');
-ALTER EXTENSION statesman UPDATE;
-SELECT extversion FROM pg_extension WHERE extname = 'statesman';
 CREATE TEMP TABLE upgraded AS SELECT * FROM pg_temp.statesman_objects();
 CREATE TEMP TABLE upgraded_dump AS
     SELECT c.relname, x.cond FROM pg_extension e, unnest(e.extconfig, e.extcondition) AS x(rel, cond)
@@ -65,19 +74,42 @@ SELECT 'dump config differs' AS problem, * FROM ((TABLE upgraded_dump EXCEPT TAB
 -- The comparison saw the whole extension.
 SELECT count(*) > 50 AS many_objects FROM fresh;
 
+-- A backend that found the versions matching checks again after the extension changes: here it is
+-- recreated at 0.1.0, and the next append in the same session is refused.
+SELECT revision FROM statesman.append('fresh', 'a', '{"n": 1}');
+DROP EXTENSION statesman CASCADE;
+CREATE EXTENSION statesman VERSION '0.1.0';
+\set VERBOSITY sqlstate
+SELECT revision FROM statesman.append('fresh', 'a', '{"n": 1}');
+\set VERBOSITY default
+ALTER EXTENSION statesman UPDATE;
+SELECT revision FROM statesman.append('fresh', 'a', '{"n": 1}');
+DROP EXTENSION statesman CASCADE;
+CREATE EXTENSION statesman;
+
 -- From the released 0.3.0 with data in it: the update keeps every record's feed position and
 -- message (read_feed before and after compared row for row), and gives a fresh install's objects.
 DROP EXTENSION statesman CASCADE;
 CREATE EXTENSION statesman VERSION '0.3.0';
 SELECT extversion FROM pg_extension WHERE extname = 'statesman';
 SELECT statesman.declare_root('kept');
-SELECT count(*) AS appended
-  FROM generate_series(1, 40) i,
-       statesman.append('kept', 'k' || i % 7, jsonb_build_object('n', i, 'tags', jsonb_build_array('a', i)),
-                        partition => CASE WHEN i % 3 = 0 THEN 'eu' ELSE '' END,
-                        correlation_id => 'c' || i % 4, metadata => jsonb_build_object('i', i));
-SELECT revision FROM statesman.append_delete('kept', 'k1');
-SELECT revision FROM statesman.append_bytes('kept', 'blob', '\x00ff10'::bytea, 'application/octet-stream');
+-- This library refuses appends to another version's objects, so the records are written as
+-- 0.3.0's append wrote them: one ledger row each, revisions counted per address.
+INSERT INTO statesman.history (address, root, path, partition, revision, occurred_at, operation, status,
+                               payload, content_type, correlation_id, metadata)
+SELECT CASE WHEN part = '' THEN 'kept/' || path ELSE 'kept@' || part || '/' || path END, 'kept', path, part,
+       row_number() OVER (PARTITION BY path, part ORDER BY i), now(), 'put', 'ok',
+       convert_to(jsonb_build_object('n', i, 'tags', jsonb_build_array('a', i))::text, 'UTF8'),
+       'application/json', 'c' || i % 4, jsonb_build_object('i', i)
+  FROM (SELECT i, 'k' || i % 7 AS path, CASE WHEN i % 3 = 0 THEN 'eu' ELSE '' END AS part
+          FROM generate_series(1, 40) i) r
+ ORDER BY i;
+INSERT INTO statesman.history (address, root, path, partition, revision, occurred_at, operation, status)
+SELECT 'kept/k1', 'kept', 'k1', '', max(revision) + 1, now(), 'delete', 'ok'
+  FROM statesman.history WHERE address = 'kept/k1';
+INSERT INTO statesman.history (address, root, path, partition, revision, occurred_at, operation, status,
+                               payload, content_type)
+VALUES ('kept/blob', 'kept', 'blob', '', 1, now(), 'put', 'ok', '\x00ff10'::bytea, 'application/octet-stream');
 SELECT statesman.sequence_feed() AS sequenced;
 CREATE TEMP TABLE feed_before AS SELECT * FROM statesman.read_feed(max_records => 1000);
 SELECT count(*) AS records, count(DISTINCT global_position) AS positions,

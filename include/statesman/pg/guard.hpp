@@ -7,7 +7,8 @@
 //                  any exception back into an ERROR (re-throwing a captured ErrorData as it was,
 //                  keeping its SQLSTATE). Nothing with a destructor is live when it reports.
 //
-// Only the code that talks to PostgreSQL (src/pg/, src/store/, src/feed/, src/worker/, the SQL entries of src/sinks/) includes this header (it pulls in postgres.h).
+// Only the code that talks to PostgreSQL (src/pg/, src/store/, src/feed/, src/worker/, the SQL
+// entries of src/sinks/) includes this header (it pulls in postgres.h).
 #pragma once
 
 extern "C" {
@@ -40,7 +41,33 @@ class PgError : public std::exception {
   ErrorData *edata_;
 };
 
-// Runs f() and converts an ereport(ERROR) raised inside it into a thrown PgError.
+// Puts PG_exception_stack and error_context_stack back as they were when it was made, however
+// its scope is left. PG_TRY's own restore (in PG_CATCH and PG_END_TRY) runs only when control
+// reaches those macros; a C++ exception thrown inside the PG_TRY block skips both and would leave
+// PG_exception_stack pointing at the sigjmp_buf of a frame that no longer exists, so that the
+// next ereport(ERROR), until an enclosing PG_TRY ends and restores its own, would longjmp into
+// it. No body passed to Call throws today (the bodies call PostgreSQL and plain C only; none
+// nests a Call or calls C++ that throws), so no SQL call reaches that path; but nothing stops
+// the next body from doing so, and this scope turns what would be a crash at some unrelated
+// later ERROR into a plain exception. test/sql/guard.sql checks it through
+// statesman_check_call_guard (src/pg/guard.cpp).
+class ErrorStackScope {
+ public:
+  ErrorStackScope() noexcept : exception_stack_(PG_exception_stack), context_stack_(error_context_stack) {}
+  ~ErrorStackScope() {
+    PG_exception_stack = exception_stack_;
+    error_context_stack = context_stack_;
+  }
+  ErrorStackScope(const ErrorStackScope &) = delete;
+  ErrorStackScope &operator=(const ErrorStackScope &) = delete;
+
+ private:
+  sigjmp_buf *exception_stack_;
+  ErrorContextCallback *context_stack_;
+};
+
+// Runs f() and converts an ereport(ERROR) raised inside it into a thrown PgError. A C++
+// exception thrown by f() passes through unchanged, with PostgreSQL's error stacks restored.
 // f must return void or a trivially destructible value (a Datum, a pointer, an integer).
 // (result is read only when no longjmp happened, so -Wclobbered does not apply to it.)
 #pragma GCC diagnostic push
@@ -50,6 +77,8 @@ auto Call(F &&f) -> decltype(f()) {
   using Result = decltype(f());
   static_assert(std::is_void_v<Result> || std::is_trivially_destructible_v<Result>,
                 "pg::Call results must be trivially destructible");
+  // Made before PG_TRY, so it lives in this frame, which the longjmp into PG_CATCH keeps.
+  ErrorStackScope restore_error_stacks;
   MemoryContext caller_context = CurrentMemoryContext;
   ErrorData *volatile captured = nullptr;
   std::conditional_t<std::is_void_v<Result>, int, Result> result{};

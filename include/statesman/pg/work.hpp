@@ -6,6 +6,7 @@
 #include "statesman/pg/guard.hpp"
 
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <optional>
 #include <string>
@@ -29,7 +30,8 @@ std::vector<Row> Query(const char *sql, const std::vector<Value> &params = {});
 Value QueryValue(const char *sql, const std::vector<Value> &params = {});
 
 // Handles what signals asked for, in statesman's own processes: a pending termination (exits
-// the process) and a config reload. Returns false when statesman.enabled was turned off.
+// the process) and a config reload. Returns false when statesman.enabled was turned off or a
+// shutdown was requested (HandleShutdownSignal).
 bool HandleInterrupts();
 // CHECK_FOR_INTERRUPTS() alone: for C++ loops in a client's backend (dispatch_once), where
 // PostgresMain, not this code, reloads the configuration.
@@ -37,11 +39,33 @@ void CheckForInterrupts();
 // True when this process was asked to stop or cancel (SIGTERM, a query cancel) or the
 // postmaster died: reads flags only, so a sink's wait may call it every few milliseconds.
 bool StopRequested();
+
+// ---- A shutdown that leaves through the worker's own exit work ------------------------------
+// `die` (the usual SIGTERM handler) exits through FATAL at the next CHECK_FOR_INTERRUPTS, so
+// nothing after it runs. A worker with exit work (the dispatcher: release its lease, note that
+// it stopped, close its sink's connection) takes SIGTERM with HandleShutdownSignal instead, as
+// autoprewarm does: the signal sets ShutdownRequestPending and the latch, so a wait ends at once
+// and HandleInterrupts returns false; a statement that is running (Query) is cancelled, so that
+// one waiting for a lock does not hold the shutdown up; a sink call ends through StopRequested.
+void HandleShutdownSignal(SIGNAL_ARGS);
+// True once SIGTERM arrived in a worker that uses HandleShutdownSignal.
+bool ShutdownRequested();
+// Thrown where the shutdown is noticed in the middle of work that is not a statement (a sink
+// call cut short); the worker's loop catches it, as it catches the cancelled statement's error.
+class ShutdownRequest : public std::exception {
+ public:
+  const char *what() const noexcept override { return "statesman: shutdown requested"; }
+};
+// Rolls back what a shutdown interrupted, then starts the transaction of the exit work: the
+// shutdown's cancel is cleared and, after a shutdown request, no lock is waited for longer
+// than a second.
+void BeginExitWork();
 // True when the extension is installed in this database (inside a transaction).
 bool ExtensionInstalled();
 // Waits for the latch, at most timeout_ms; true when the latch (a hint) woke it.
 bool WaitForLatch(int64_t timeout_ms);
-// Waits until deadline_ms, ignoring latch wake-ups (hints), handling interrupts.
+// Waits until deadline_ms, ignoring latch wake-ups (hints), handling interrupts; returns early
+// when statesman.enabled was turned off or a shutdown was requested.
 void WaitUntil(int64_t deadline_ms);
 // Logs a line at LOG/WARNING severity, or at ERROR severity without raising an error.
 enum class LogLevel { kLog, kWarning, kError };

@@ -20,6 +20,15 @@ extern "C" {
 
 namespace statesman::pg {
 
+// The SQL objects this library works with are those of its own version (STATESMAN_VERSION, from
+// the control file). Between installing a new build and ALTER EXTENSION statesman UPDATE they are
+// an older version's: the database worker starts no delivery and appends fail until the update.
+inline bool IsLibraryVersion(const std::string &installed) { return installed == STATESMAN_VERSION; }
+// "statesman: extension version 0.3.0 is installed, the library is 0.4.0"
+inline std::string VersionMismatch(const std::string &installed) {
+  return "statesman: extension version " + installed + " is installed, the library is " + STATESMAN_VERSION;
+}
+
 // GUCs (src/module.cpp).
 extern bool guc_enabled;
 extern int guc_max_workers;
@@ -97,8 +106,10 @@ struct WorkerArgs {
 // The start of a database worker or dispatcher: reads its arguments, sets up the signal
 // handlers, connects (a dispatcher as the extension's owner, a database worker as the
 // bootstrap superuser) and claims its registry slot, exiting quietly when the slot is not its
-// own. Runs before any C++ object exists (it may raise FATAL).
-WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname);
+// own. SIGTERM goes to `die`, or with exit_work to pg::HandleShutdownSignal (the worker's loop
+// then ends at its next check and does its exit work). Runs before any C++ object exists (it may
+// raise FATAL).
+WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname, bool exit_work = false);
 
 // Milliseconds on a monotonic-enough clock (GetCurrentTimestamp / 1000).
 int64 NowMillis();
