@@ -1,2 +1,276 @@
 -- statesman 0.3.0 -> 0.4.0
 \echo Use "ALTER EXTENSION statesman UPDATE TO '0.4.0'" to load this file. \quit
+
+-- Table sink targets: UNLOGGED, temporary and system tables are refused, at registration
+-- and on every page (issue 17, item 6).
+CREATE OR REPLACE FUNCTION statesman._check_sink_target(target text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    v_persistence "char";
+    v_schema name;
+BEGIN
+    SELECT c.relpersistence, n.nspname INTO v_persistence, v_schema
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.oid = to_regclass(_check_sink_target.target);
+    IF NOT FOUND THEN
+        RETURN;  -- a missing table: the delivery's insert reports it
+    END IF;
+    IF v_persistence = 'u' THEN
+        RAISE EXCEPTION 'table % cannot take deliveries: it is UNLOGGED', target
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Crash recovery empties an UNLOGGED table while the outbox''s cursor stays past '
+                           'the rows it held: those messages would never be delivered again.',
+                  HINT = format('ALTER TABLE %s SET LOGGED', target);
+    ELSIF v_persistence = 't' THEN
+        RAISE EXCEPTION 'table % cannot take deliveries: it is a temporary table', target
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF v_schema IN ('pg_catalog', 'information_schema') THEN
+        RAISE EXCEPTION 'table % cannot take deliveries: it is in the system schema "%"', target, v_schema
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_sink_target(text) IS
+    'refuses an UNLOGGED, temporary or system table as the table sink''s target';
+
+CREATE OR REPLACE FUNCTION statesman._sink_table(sink_options jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    parts text[];
+BEGIN
+    IF jsonb_typeof(sink_options->'table') IS DISTINCT FROM 'string' THEN
+        RAISE EXCEPTION 'sink option "table" must be a string naming schema.table'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    BEGIN
+        parts := parse_ident(sink_options->>'table');
+    EXCEPTION WHEN invalid_parameter_value THEN
+        parts := NULL;
+    END;
+    IF parts IS NULL OR cardinality(parts) <> 2 OR parts[1] = '' OR parts[2] = '' THEN
+        RAISE EXCEPTION 'sink option "table" must be a schema-qualified table name, e.g. "statesman.delivered"'
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = format('Got %s.', sink_options->'table');
+    END IF;
+    -- PostgreSQL would truncate a longer name: the option would not name the table it delivers to.
+    IF octet_length(parts[1]) > 63 OR octet_length(parts[2]) > 63 THEN
+        RAISE EXCEPTION 'sink option "table": schema and table names must be at most 63 bytes each'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- A temporary table lives in one session: no dispatcher could ever see it.
+    IF parts[1] ~ '^pg_(temp|toast)' THEN
+        RAISE EXCEPTION 'sink option "table" must not name a temporary or TOAST schema (got "%")', parts[1]
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- The system schemas are PostgreSQL's, not a place for deliveries (as CREATE PUBLICATION
+    -- refuses system tables).
+    IF parts[1] IN ('pg_catalog', 'information_schema') THEN
+        RAISE EXCEPTION 'sink option "table" must not name a table in the system schema "%"', parts[1]
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    RETURN format('%I.%I', parts[1], parts[2]);
+END
+$$;
+COMMENT ON FUNCTION statesman._sink_table(jsonb) IS
+    'the table sink''s target from its options, quoted and schema-qualified';
+
+CREATE OR REPLACE FUNCTION statesman._check_sink(sink text, sink_options jsonb) RETURNS jsonb
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    unknown text;
+    target text;
+    rel oid;
+BEGIN
+    PERFORM statesman._require(sink, 'sink');
+    PERFORM statesman._require(sink_options, 'sink_options');
+    IF NOT sink = ANY (statesman._known_sinks()) THEN
+        RAISE EXCEPTION 'unknown sink "%" (known sinks: %)', sink, array_to_string(statesman._known_sinks(), ', ')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF jsonb_typeof(sink_options) <> 'object' THEN
+        RAISE EXCEPTION 'sink_options must be a JSON object' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF sink <> 'table' THEN
+        -- Sinks outside this database check their own options (src/sinks/).
+        RETURN statesman._check_sink_options(sink, sink_options);
+    END IF;
+
+    -- sink = 'table'
+    SELECT string_agg(format('"%s"', k), ', ') INTO unknown
+    FROM jsonb_object_keys(sink_options) k WHERE k <> 'table';
+    IF unknown IS NOT NULL THEN
+        RAISE EXCEPTION 'unknown option % for sink "table"', unknown
+            USING ERRCODE = 'invalid_parameter_value', HINT = 'The table sink takes one option: "table".';
+    END IF;
+    IF NOT sink_options ? 'table' THEN
+        sink_options := jsonb_build_object('table', 'statesman.delivered');
+    END IF;
+    target := statesman._sink_table(sink_options);
+    rel := to_regclass(target);
+    IF rel IS NULL THEN
+        EXECUTE format('CREATE TABLE %s (
+                            message_id      text PRIMARY KEY,
+                            global_position bigint NOT NULL,
+                            message         jsonb NOT NULL,
+                            published_at    timestamptz NOT NULL DEFAULT pg_catalog.now())', target);
+    ELSIF NOT EXISTS (
+        SELECT FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+        WHERE i.indrelid = rel AND i.indisunique AND i.indnkeyatts = 1 AND i.indpred IS NULL
+          AND a.attname = 'message_id')
+       OR (SELECT count(*) FROM pg_attribute a
+           WHERE a.attrelid = rel AND NOT a.attisdropped
+             AND a.attname IN ('message_id', 'global_position', 'message')) <> 3
+       -- Columns the delivery's insert could not fill: the three of the wrong type, or any
+       -- other NOT NULL column without a default.
+       OR EXISTS (
+           SELECT FROM pg_attribute a
+           WHERE a.attrelid = rel AND a.attnum > 0 AND NOT a.attisdropped
+             AND CASE a.attname
+                     WHEN 'message_id' THEN a.atttypid NOT IN ('text'::regtype, 'varchar'::regtype)
+                     WHEN 'global_position' THEN a.atttypid NOT IN ('bigint'::regtype, 'numeric'::regtype)
+                     WHEN 'message' THEN a.atttypid NOT IN ('jsonb'::regtype, 'json'::regtype, 'text'::regtype)
+                     ELSE a.attnotnull AND NOT a.atthasdef AND a.attidentity = '' AND a.attgenerated = ''
+                 END) THEN
+        RAISE EXCEPTION 'table % cannot take deliveries', target
+            USING ERRCODE = 'invalid_table_definition',
+                  HINT = 'It needs columns message_id (text, unique), global_position (bigint) and message '
+                         '(jsonb); any other NOT NULL column needs a default.';
+    END IF;
+    PERFORM statesman._check_sink_target(target);
+    RETURN sink_options;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_sink(text, jsonb) IS
+    'validates a sink and its options; prepares the table sink''s target';
+
+CREATE OR REPLACE FUNCTION statesman._deliver_table_page(outbox_id text) RETURNS statesman._page_result
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    r statesman._page_result;
+    v_after bigint;
+    v_matching bigint;
+    v_target text;
+    v_store text;
+    v_epoch uuid;
+    v_insert text;
+BEGIN
+    o := statesman._page_outbox(_deliver_table_page.outbox_id);
+    IF o.outbox_id IS NULL THEN
+        r.status := 'gone'; RETURN r;
+    ELSIF NOT o.enabled THEN
+        r.status := 'paused'; RETURN r;
+    END IF;
+    v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+
+    SELECT count(*), max(p.global_position), count(*) FILTER (WHERE o.root IS NULL OR p.root = o.root)
+    INTO r.read, r.last_position, v_matching
+    FROM (SELECT h.global_position, h.root FROM statesman.history h
+          WHERE h.global_position > v_after ORDER BY h.global_position LIMIT o.batch_size) p;
+    IF r.read = 0 THEN
+        r.status := 'empty'; r.last_position := NULLIF(v_after, 0); RETURN r;
+    END IF;
+
+    r.published := 0;
+    IF v_matching > 0 THEN
+        SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
+        BEGIN
+            v_target := statesman._sink_table(o.sink_options);
+            PERFORM statesman._check_sink_target(v_target);
+            v_insert := format(
+                'INSERT INTO %s AS t (message_id, global_position, message) '
+                'SELECT $4 || ''/'' || h.address || ''#'' || h.revision, h.global_position, '
+                '  statesman._message($4, $5, h.address, h.root, h.path, h.partition, h.revision, '
+                '    h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, '
+                '    h.source, COALESCE(h.fingerprint, $6, r.fingerprint), COALESCE(h.content_type, $7, r.content_type), '
+                '    h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error) '
+                'FROM statesman.history h LEFT JOIN statesman.roots r ON r.root OPERATOR(pg_catalog.=) h.root '
+                'WHERE h.global_position OPERATOR(pg_catalog.>) $1 AND h.global_position OPERATOR(pg_catalog.<=) $2 '
+                '  AND ($3::text IS NULL OR h.root OPERATOR(pg_catalog.=) $3) '
+                'ORDER BY h.global_position', v_target);
+            BEGIN
+                -- The common case: nothing of this page is in the table yet.
+                EXECUTE v_insert USING v_after, r.last_position, o.root, v_store, v_epoch, o.fingerprint, o.payload_content_type;
+            EXCEPTION WHEN unique_violation THEN
+                -- Re-delivery (a cursor seeded back, a restored table): keep what is there.
+                EXECUTE v_insert || ' ON CONFLICT (message_id) DO NOTHING'
+                    USING v_after, r.last_position, o.root, v_store, v_epoch, o.fingerprint, o.payload_content_type;
+            END;
+            GET DIAGNOSTICS r.published = ROW_COUNT;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
+            r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);
+            r.status := 'failed';
+            r.attempts := statesman._note_failure(o.outbox_id, r.error);
+            r.last_position := NULLIF(v_after, 0);
+            RETURN r;
+        END;
+    END IF;
+    r.deduplicated := v_matching - r.published;
+
+    PERFORM statesman._finish_page(o.outbox_id, r.last_position, r.published, r.deduplicated);
+    r.status := 'delivered';
+    r.attempts := 0;
+    r.full_page := r.read >= o.batch_size;
+    RETURN r;
+END
+$$;
+COMMENT ON FUNCTION statesman._deliver_table_page(text) IS
+    'delivers the next page of the feed to a table sink, with the cursor advance in the same transaction';
+
+CREATE OR REPLACE FUNCTION statesman._redeliver_table_page(outbox_id text) RETURNS statesman._page_result
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    r statesman._page_result;
+    v_target text;
+    v_positions bigint[];
+BEGIN
+    o := statesman._page_outbox(_redeliver_table_page.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
+        r.status := 'empty'; r.read := 0; RETURN r;
+    END IF;
+    SELECT array_agg(d.global_position ORDER BY d.global_position) INTO v_positions
+    FROM (SELECT d.global_position FROM statesman.dead_letters d
+          WHERE d.outbox_id = o.outbox_id AND d.requeued_at IS NOT NULL
+          ORDER BY d.global_position LIMIT o.batch_size) d;
+    r.read := COALESCE(cardinality(v_positions), 0);
+    IF r.read = 0 THEN
+        r.status := 'empty'; RETURN r;
+    END IF;
+    BEGIN
+        v_target := statesman._sink_table(o.sink_options);
+        PERFORM statesman._check_sink_target(v_target);
+        EXECUTE format(
+            'INSERT INTO %s AS t (message_id, global_position, message) '
+            'SELECT d.message_id, d.global_position, d.message FROM statesman.dead_letters d '
+            'WHERE d.outbox_id OPERATOR(pg_catalog.=) $1 AND d.global_position OPERATOR(pg_catalog.=) ANY ($2) '
+            'ORDER BY d.global_position ON CONFLICT (message_id) DO NOTHING', v_target)
+            USING o.outbox_id, v_positions;
+        GET DIAGNOSTICS r.published = ROW_COUNT;
+    EXCEPTION WHEN OTHERS THEN
+        GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
+        r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);
+        PERFORM statesman._requeued_outcome(o.outbox_id, v_positions, false, 0, 0, r.error);
+        r.status := 'failed';
+        RETURN r;
+    END;
+    r.deduplicated := r.read - r.published;
+    PERFORM statesman._requeued_outcome(o.outbox_id, v_positions, true, r.published, r.deduplicated, NULL);
+    r.status := 'delivered';
+    RETURN r;
+END
+$$;
+COMMENT ON FUNCTION statesman._redeliver_table_page(text) IS
+    'hands requeued dead letters to a table sink and removes the delivered ones';
+REVOKE ALL ON FUNCTION statesman._check_sink_target(text) FROM PUBLIC;

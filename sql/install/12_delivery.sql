@@ -95,6 +95,7 @@ BEGIN
         SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
         BEGIN
             v_target := statesman._sink_table(o.sink_options);
+            PERFORM statesman._check_sink_target(v_target);
             v_insert := format(
                 'INSERT INTO %s AS t (message_id, global_position, message) '
                 'SELECT $4 || ''/'' || h.address || ''#'' || h.revision, h.global_position, '
@@ -215,6 +216,7 @@ BEGIN
     END IF;
     BEGIN
         v_target := statesman._sink_table(o.sink_options);
+        PERFORM statesman._check_sink_target(v_target);
         EXECUTE format(
             'INSERT INTO %s AS t (message_id, global_position, message) '
             'SELECT d.message_id, d.global_position, d.message FROM statesman.dead_letters d '

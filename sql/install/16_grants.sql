@@ -26,6 +26,7 @@ REVOKE ALL ON FUNCTION statesman.dispatch_once(text) FROM PUBLIC;
 -- The delivery internals act on outboxes, cursors and leases: never for PUBLIC.
 REVOKE ALL ON FUNCTION statesman._store_restore() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._check_sink_target(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink_options(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink_timeout(jsonb, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._outbox_for_update(text) FROM PUBLIC;
