@@ -274,3 +274,161 @@ $$;
 COMMENT ON FUNCTION statesman._redeliver_table_page(text) IS
     'hands requeued dead letters to a table sink and removes the delivered ones';
 REVOKE ALL ON FUNCTION statesman._check_sink_target(text) FROM PUBLIC;
+
+-- Records the feed cannot carry (issue 17, item 5): a page whose messages cannot be built is
+-- parked record by record; a dead letter whose message cannot be built keeps no message and is
+-- never requeued; a root's envelope fallbacks are limited to 1024 bytes like an outbox's.
+ALTER TABLE statesman.dead_letters ALTER COLUMN message DROP NOT NULL;
+CREATE OR REPLACE FUNCTION statesman._park_page(outbox_id text, error text, attempts integer, page_records bigint)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    v_after bigint;
+    v_last bigint;
+    v_store text;
+    v_epoch uuid;
+    v_message jsonb;
+    v_error text;
+    rec record;
+    parked bigint;
+BEGIN
+    o := statesman._page_outbox(_park_page.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
+        RETURN 0;
+    END IF;
+    v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+    -- Exactly the page that failed: records sequenced since then were never tried.
+    SELECT max(p.global_position) INTO v_last
+    FROM (SELECT h.global_position FROM statesman.history h
+          WHERE h.global_position > v_after ORDER BY h.global_position
+          LIMIT LEAST(o.batch_size, _park_page.page_records)) p;
+    IF v_last IS NULL THEN
+        RETURN 0;
+    END IF;
+    SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
+    BEGIN
+        INSERT INTO statesman.dead_letters AS d (outbox_id, global_position, message_id, message, last_error, attempts)
+        SELECT o.outbox_id, h.global_position, v_store || '/' || h.address || '#' || h.revision,
+               statesman._message(v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
+                   h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                   h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
+                   COALESCE(h.content_type, o.payload_content_type, r.content_type),
+                   h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error),
+               left(_park_page.error, 2000), _park_page.attempts
+        FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
+        WHERE h.global_position > v_after AND h.global_position <= v_last
+          AND (o.root IS NULL OR h.root = o.root)
+        ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
+            SET last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
+        GET DIAGNOSTICS parked = ROW_COUNT;
+    EXCEPTION WHEN OTHERS THEN
+        -- A message of the page cannot be built (a record too large for a jsonb message, written
+        -- before the append functions refused such records): the page fails for that reason, so
+        -- parking it must not. Each record is parked on its own; one whose message cannot be
+        -- built is parked without a message, with the reason, and stays in statesman.history.
+        parked := 0;
+        FOR rec IN
+            SELECT x.*, r.fingerprint AS root_fingerprint, r.content_type AS root_content_type
+            FROM statesman.history x LEFT JOIN statesman.roots r ON r.root = x.root
+            WHERE x.global_position > v_after AND x.global_position <= v_last
+              AND (o.root IS NULL OR x.root = o.root)
+            ORDER BY x.global_position
+        LOOP
+            v_error := _park_page.error;
+            BEGIN
+                v_message := statesman._message(v_store, v_epoch, rec.address, rec.root, rec.path, rec.partition,
+                    rec.revision, rec.global_position, rec.occurred_at, rec.operation, rec.status, rec.value_type,
+                    rec.schema_version, rec.source, COALESCE(rec.fingerprint, o.fingerprint, rec.root_fingerprint),
+                    COALESCE(rec.content_type, o.payload_content_type, rec.root_content_type),
+                    rec.serializer_id, rec.payload, rec.correlation_id, rec.causation_id, rec.metadata, rec.error);
+            EXCEPTION WHEN OTHERS THEN
+                v_message := NULL;
+                v_error := format('its message cannot be built (%s); the record stays in statesman.history '
+                                  '(address %s, revision %s)', SQLERRM, rec.address, rec.revision);
+            END;
+            INSERT INTO statesman.dead_letters AS d
+                (outbox_id, global_position, message_id, message, last_error, attempts)
+            VALUES (o.outbox_id, rec.global_position, v_store || '/' || rec.address || '#' || rec.revision, v_message,
+                    left(v_error, 2000), _park_page.attempts)
+            ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
+                SET message = EXCLUDED.message, last_error = EXCLUDED.last_error,
+                    attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
+            parked := parked + 1;
+        END LOOP;
+    END;
+    PERFORM statesman._move_cursor(o.outbox_id, v_last);
+    UPDATE statesman.outbox_state s SET attempts = 0, skipped_total = s.skipped_total + parked
+    WHERE s.outbox_id = o.outbox_id;
+    RETURN parked;
+END
+$$;
+COMMENT ON FUNCTION statesman._park_page(text, text, integer, bigint) IS
+    'skips the next page: parks its messages in dead_letters and moves the cursor past it';
+
+CREATE OR REPLACE FUNCTION statesman.redeliver(outbox_id text, message_id text DEFAULT NULL) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    n bigint;
+BEGIN
+    PERFORM statesman._outbox_for_update(redeliver.outbox_id);
+    -- A dead letter without a message (its record's message cannot be built) has nothing to hand over.
+    UPDATE statesman.dead_letters d SET requeued_at = now()
+    WHERE d.outbox_id = redeliver.outbox_id AND d.message IS NOT NULL
+      AND (redeliver.message_id IS NULL OR d.message_id = redeliver.message_id);
+    GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 0 AND EXISTS (SELECT FROM statesman.dead_letters d
+                         WHERE d.outbox_id = redeliver.outbox_id AND d.message_id = redeliver.message_id) THEN
+        RAISE EXCEPTION 'parked message "%" of outbox "%" has no message to hand to the sink',
+                        redeliver.message_id, redeliver.outbox_id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Its record''s message cannot be built; the record stays in statesman.history.';
+    END IF;
+    IF n = 0 AND redeliver.message_id IS NOT NULL THEN
+        RAISE EXCEPTION 'outbox "%" has no parked message "%"', redeliver.outbox_id, redeliver.message_id
+            USING ERRCODE = 'undefined_object';
+    END IF;
+    RETURN n;
+END
+$$;
+COMMENT ON FUNCTION statesman.redeliver(text, text) IS
+    'queues parked messages (all, or one message id) to be handed to the sink again; returns how many';
+
+CREATE OR REPLACE FUNCTION statesman.declare_root(
+    root text, fingerprint text DEFAULT NULL, content_type text DEFAULT NULL,
+    max_revisions integer DEFAULT NULL, max_bytes bigint DEFAULT NULL)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    PERFORM statesman._check_name(declare_root.root, 'root');
+    IF declare_root.max_revisions < 1 THEN
+        RAISE EXCEPTION 'max_revisions must be at least 1 (or NULL to keep all)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Messages fall back to these (see read_feed): the append functions' size check counts
+    -- at most 1024 bytes for each, as for an outbox's fallbacks.
+    IF octet_length(declare_root.fingerprint) > 1024 OR octet_length(declare_root.content_type) > 1024 THEN
+        RAISE EXCEPTION 'fingerprint and content_type must be at most 1024 bytes'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF declare_root.max_bytes < 1 THEN
+        RAISE EXCEPTION 'max_bytes must be at least 1 (or NULL to keep all)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    INSERT INTO statesman.roots AS r (root, fingerprint, content_type, max_revisions, max_bytes)
+    VALUES (lower(declare_root.root), declare_root.fingerprint, declare_root.content_type,
+            declare_root.max_revisions, declare_root.max_bytes)
+    ON CONFLICT ON CONSTRAINT roots_pkey DO UPDATE
+        SET fingerprint = EXCLUDED.fingerprint, content_type = EXCLUDED.content_type,
+            max_revisions = EXCLUDED.max_revisions, max_bytes = EXCLUDED.max_bytes,
+            declared_at = pg_catalog.now();
+END
+$$;
+COMMENT ON FUNCTION statesman.declare_root(text, text, text, integer, bigint) IS
+    'declares a root''s envelope (fingerprint, content type) and retention; NULL limits keep all';

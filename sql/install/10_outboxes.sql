@@ -423,10 +423,18 @@ DECLARE
     n bigint;
 BEGIN
     PERFORM statesman._outbox_for_update(redeliver.outbox_id);
+    -- A dead letter without a message (its record's message cannot be built) has nothing to hand over.
     UPDATE statesman.dead_letters d SET requeued_at = now()
-    WHERE d.outbox_id = redeliver.outbox_id
+    WHERE d.outbox_id = redeliver.outbox_id AND d.message IS NOT NULL
       AND (redeliver.message_id IS NULL OR d.message_id = redeliver.message_id);
     GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 0 AND EXISTS (SELECT FROM statesman.dead_letters d
+                         WHERE d.outbox_id = redeliver.outbox_id AND d.message_id = redeliver.message_id) THEN
+        RAISE EXCEPTION 'parked message "%" of outbox "%" has no message to hand to the sink',
+                        redeliver.message_id, redeliver.outbox_id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Its record''s message cannot be built; the record stays in statesman.history.';
+    END IF;
     IF n = 0 AND redeliver.message_id IS NOT NULL THEN
         RAISE EXCEPTION 'outbox "%" has no parked message "%"', redeliver.outbox_id, redeliver.message_id
             USING ERRCODE = 'undefined_object';
