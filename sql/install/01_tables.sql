@@ -92,13 +92,16 @@ CREATE TABLE statesman.cursors (
     updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
--- Consumer kit: the (epoch, position) a consumer last applied, per feed.
+-- Consumer kit: the (epoch, position) a consumer last applied, per feed. owner is the role
+-- that stored it first: only that role moves it (row-level security, see the grants; NULL for
+-- a row from before 0.4.0, claimed by the first role that moves it).
 CREATE TABLE statesman.applied (
     consumer    text NOT NULL,
     feed        text NOT NULL,
     epoch       uuid NOT NULL,
     position    bigint NOT NULL,
     applied_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    owner       name DEFAULT CURRENT_USER,
     PRIMARY KEY (consumer, feed)
 );
 
