@@ -551,3 +551,44 @@ END
 $$;
 COMMENT ON FUNCTION statesman.applied_position(text, text) IS
     'the (epoch, position) a consumer last applied for a feed, or no row';
+
+-- seed_cursor(outbox, 0) replays from the very beginning, and waits for a page under way
+-- (issue 17, item 7).
+CREATE OR REPLACE FUNCTION statesman.seed_cursor(outbox_id text, at_position bigint DEFAULT NULL) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    head bigint := statesman.head_position();
+    target bigint := COALESCE(at_position, head);
+BEGIN
+    PERFORM statesman._check_id(seed_cursor.outbox_id, 'outbox_id');
+    IF at_position < 0 THEN
+        RAISE EXCEPTION 'at_position must not be negative (0: before the first record)'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF at_position > COALESCE(head, 0) THEN
+        RAISE EXCEPTION 'at_position % is beyond the feed''s head (%)',
+                        at_position, COALESCE(head::text, 'empty')
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Waits for a page of this outbox that is under way to commit (the page lock, see
+    -- statesman._page_outbox): its cursor move can then not overtake the seed, and once a
+    -- paused outbox is seeded nothing more of it reaches the sink until it is resumed.
+    PERFORM pg_advisory_xact_lock(1398033745, statesman._lease_key(seed_cursor.outbox_id));
+    IF target IS NULL OR target = 0 THEN
+        -- Before the first record (at_position 0, or the head of an empty feed): the cursor is
+        -- removed, as before its first write (a stored position is never 0), and the whole
+        -- retained feed is read again.
+        DELETE FROM statesman.cursors c WHERE c.outbox_id = seed_cursor.outbox_id;
+        RETURN NULL;
+    END IF;
+    INSERT INTO statesman.cursors AS c (outbox_id, position)
+    VALUES (seed_cursor.outbox_id, target)
+    ON CONFLICT ON CONSTRAINT cursors_pkey DO UPDATE
+        SET position = EXCLUDED.position, updated_at = pg_catalog.now();
+    RETURN target;
+END
+$$;
+COMMENT ON FUNCTION statesman.seed_cursor(text, bigint) IS
+    'sets where an outbox starts (NULL: the current head; 0: before the first record); the only way to move a cursor back';

@@ -157,7 +157,6 @@ SELECT * FROM expect_error($$SELECT statesman.advance_cursor('bad id', 1)$$);
 SELECT * FROM expect_error($$SELECT statesman.advance_cursor(repeat('c', 64), 1)$$);
 SELECT * FROM expect_error($$SELECT statesman.seed_cursor('')$$);
 SELECT * FROM expect_error($$SELECT statesman.seed_cursor(NULL)$$);
-SELECT * FROM expect_error($$SELECT statesman.seed_cursor('bad-input', 0)$$);
 SELECT * FROM expect_error($$SELECT statesman.seed_cursor('bad-input', -1)$$);
 SELECT * FROM expect_error($$SELECT statesman.seed_cursor('bad-input', statesman.head_position() + 1)$$);
 SELECT * FROM expect_error($$SELECT statesman.seed_cursor('feed-reader', statesman.head_position() + 1)$$);
