@@ -92,13 +92,16 @@ CREATE TABLE statesman.cursors (
     updated_at  timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
--- Consumer kit: the (epoch, position) a consumer last applied, per feed.
+-- Consumer kit: the (epoch, position) a consumer last applied, per feed. owner is the role
+-- that stored it first: only that role moves it (row-level security, see the grants; NULL for
+-- a row from before 0.4.0, claimed by the first role that moves it).
 CREATE TABLE statesman.applied (
     consumer    text NOT NULL,
     feed        text NOT NULL,
     epoch       uuid NOT NULL,
     position    bigint NOT NULL,
     applied_at  timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    owner       name DEFAULT CURRENT_USER,
     PRIMARY KEY (consumer, feed)
 );
 
@@ -151,12 +154,13 @@ CREATE TABLE statesman.leases (
 
 -- Messages skipped by skip_poison_after_attempts, parked in the same transaction as the cursor
 -- move that skipped them. statesman.redeliver() sets requeued_at; the dispatcher then hands
--- them to the sink again and removes them once the sink accepted them.
+-- them to the sink again and removes them once the sink accepted them. message is NULL for a
+-- record whose message cannot be built (last_error says why): it is never requeued.
 CREATE TABLE statesman.dead_letters (
     outbox_id       text NOT NULL REFERENCES statesman.outboxes ON DELETE CASCADE,
     global_position bigint NOT NULL,
     message_id      text NOT NULL,
-    message         jsonb NOT NULL,
+    message         jsonb,
     last_error      text,
     attempts        integer NOT NULL,
     parked_at       timestamptz NOT NULL DEFAULT pg_catalog.now(),

@@ -63,6 +63,12 @@ BEGIN
         RAISE EXCEPTION 'max_revisions must be at least 1 (or NULL to keep all)'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Messages fall back to these (see read_feed): the append functions' size check counts
+    -- at most 1024 bytes for each, as for an outbox's fallbacks.
+    IF octet_length(declare_root.fingerprint) > 1024 OR octet_length(declare_root.content_type) > 1024 THEN
+        RAISE EXCEPTION 'fingerprint and content_type must be at most 1024 bytes'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF declare_root.max_bytes < 1 THEN
         RAISE EXCEPTION 'max_bytes must be at least 1 (or NULL to keep all)'
             USING ERRCODE = 'invalid_parameter_value';

@@ -54,16 +54,23 @@ DECLARE
     target bigint := COALESCE(at_position, head);
 BEGIN
     PERFORM statesman._check_id(seed_cursor.outbox_id, 'outbox_id');
-    IF at_position < 1 THEN
-        RAISE EXCEPTION 'at_position must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    IF at_position < 0 THEN
+        RAISE EXCEPTION 'at_position must not be negative (0: before the first record)'
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF at_position > COALESCE(head, 0) THEN
         RAISE EXCEPTION 'at_position % is beyond the feed''s head (%)',
                         at_position, COALESCE(head::text, 'empty')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF target IS NULL THEN
-        -- Empty feed: starting "at the head" is starting at the beginning.
+    -- Waits for a page of this outbox that is under way to commit (the page lock, see
+    -- statesman._page_outbox): its cursor move can then not overtake the seed, and once a
+    -- paused outbox is seeded nothing more of it reaches the sink until it is resumed.
+    PERFORM pg_advisory_xact_lock(1398033745, statesman._lease_key(seed_cursor.outbox_id));
+    IF target IS NULL OR target = 0 THEN
+        -- Before the first record (at_position 0, or the head of an empty feed): the cursor is
+        -- removed, as before its first write (a stored position is never 0), and the whole
+        -- retained feed is read again.
         DELETE FROM statesman.cursors c WHERE c.outbox_id = seed_cursor.outbox_id;
         RETURN NULL;
     END IF;
@@ -75,4 +82,4 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION statesman.seed_cursor(text, bigint) IS
-    'sets where an outbox starts (NULL: the current head); the only way to move a cursor back';
+    'sets where an outbox starts (NULL: the current head; 0: before the first record); the only way to move a cursor back';

@@ -59,11 +59,54 @@ BEGIN
         RAISE EXCEPTION 'sink option "table" must not name a temporary or TOAST schema (got "%")', parts[1]
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- The system schemas are PostgreSQL's, not a place for deliveries (as CREATE PUBLICATION
+    -- refuses system tables).
+    IF parts[1] IN ('pg_catalog', 'information_schema') THEN
+        RAISE EXCEPTION 'sink option "table" must not name a table in the system schema "%"', parts[1]
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     RETURN format('%I.%I', parts[1], parts[2]);
 END
 $$;
 COMMENT ON FUNCTION statesman._sink_table(jsonb) IS
     'the table sink''s target from its options, quoted and schema-qualified';
+
+-- The table sink's target must survive a crash as the cursor does: the cursor is WAL-logged,
+-- so an UNLOGGED table (emptied by crash recovery) or a temporary one would lose delivered
+-- rows while the cursor stays past them. Checked at registration and again on every page, so
+-- a table altered later (ALTER TABLE ... SET UNLOGGED) fails the page instead of taking it.
+-- 22023 with the reason in the detail, as CREATE PUBLICATION refuses such tables.
+CREATE FUNCTION statesman._check_sink_target(target text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    v_persistence "char";
+    v_schema name;
+BEGIN
+    SELECT c.relpersistence, n.nspname INTO v_persistence, v_schema
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE c.oid = to_regclass(_check_sink_target.target);
+    IF NOT FOUND THEN
+        RETURN;  -- a missing table: the delivery's insert reports it
+    END IF;
+    IF v_persistence = 'u' THEN
+        RAISE EXCEPTION 'table % cannot take deliveries: it is UNLOGGED', target
+            USING ERRCODE = 'invalid_parameter_value',
+                  DETAIL = 'Crash recovery empties an UNLOGGED table while the outbox''s cursor stays past '
+                           'the rows it held: those messages would never be delivered again.',
+                  HINT = format('ALTER TABLE %s SET LOGGED', target);
+    ELSIF v_persistence = 't' THEN
+        RAISE EXCEPTION 'table % cannot take deliveries: it is a temporary table', target
+            USING ERRCODE = 'invalid_parameter_value';
+    ELSIF v_schema IN ('pg_catalog', 'information_schema') THEN
+        RAISE EXCEPTION 'table % cannot take deliveries: it is in the system schema "%"', target, v_schema
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+END
+$$;
+COMMENT ON FUNCTION statesman._check_sink_target(text) IS
+    'refuses an UNLOGGED, temporary or system table as the table sink''s target';
 
 -- Checks a sink name and its options; returns the options as stored (defaults filled in).
 -- For the `table` sink the target table is created when absent, or checked when present.
@@ -131,6 +174,7 @@ BEGIN
                   HINT = 'It needs columns message_id (text, unique), global_position (bigint) and message '
                          '(jsonb); any other NOT NULL column needs a default.';
     END IF;
+    PERFORM statesman._check_sink_target(target);
     RETURN sink_options;
 END
 $$;
@@ -434,10 +478,18 @@ DECLARE
     n bigint;
 BEGIN
     PERFORM statesman._outbox_for_update(redeliver.outbox_id);
+    -- A dead letter without a message (its record's message cannot be built) has nothing to hand over.
     UPDATE statesman.dead_letters d SET requeued_at = now()
-    WHERE d.outbox_id = redeliver.outbox_id
+    WHERE d.outbox_id = redeliver.outbox_id AND d.message IS NOT NULL
       AND (redeliver.message_id IS NULL OR d.message_id = redeliver.message_id);
     GET DIAGNOSTICS n = ROW_COUNT;
+    IF n = 0 AND EXISTS (SELECT FROM statesman.dead_letters d
+                         WHERE d.outbox_id = redeliver.outbox_id AND d.message_id = redeliver.message_id) THEN
+        RAISE EXCEPTION 'parked message "%" of outbox "%" has no message to hand to the sink',
+                        redeliver.message_id, redeliver.outbox_id
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  DETAIL = 'Its record''s message cannot be built; the record stays in statesman.history.';
+    END IF;
     IF n = 0 AND redeliver.message_id IS NOT NULL THEN
         RAISE EXCEPTION 'outbox "%" has no parked message "%"', redeliver.outbox_id, redeliver.message_id
             USING ERRCODE = 'undefined_object';

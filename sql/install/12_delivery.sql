@@ -95,6 +95,7 @@ BEGIN
         SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
         BEGIN
             v_target := statesman._sink_table(o.sink_options);
+            PERFORM statesman._check_sink_target(v_target);
             v_insert := format(
                 'INSERT INTO %s AS t (message_id, global_position, message) '
                 'SELECT $4 || ''/'' || h.address || ''#'' || h.revision, h.global_position, '
@@ -149,6 +150,9 @@ DECLARE
     v_last bigint;
     v_store text;
     v_epoch uuid;
+    v_message jsonb;
+    v_error text;
+    rec record;
     parked bigint;
 BEGIN
     o := statesman._page_outbox(_park_page.outbox_id);
@@ -165,20 +169,56 @@ BEGIN
         RETURN 0;
     END IF;
     SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
-    INSERT INTO statesman.dead_letters AS d (outbox_id, global_position, message_id, message, last_error, attempts)
-    SELECT o.outbox_id, h.global_position, v_store || '/' || h.address || '#' || h.revision,
-           statesman._message(v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
-               h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
-               h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
-               COALESCE(h.content_type, o.payload_content_type, r.content_type),
-               h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error),
-           left(_park_page.error, 2000), _park_page.attempts
-    FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
-    WHERE h.global_position > v_after AND h.global_position <= v_last
-      AND (o.root IS NULL OR h.root = o.root)
-    ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
-        SET last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
-    GET DIAGNOSTICS parked = ROW_COUNT;
+    BEGIN
+        INSERT INTO statesman.dead_letters AS d (outbox_id, global_position, message_id, message, last_error, attempts)
+        SELECT o.outbox_id, h.global_position, v_store || '/' || h.address || '#' || h.revision,
+               statesman._message(v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
+                   h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                   h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
+                   COALESCE(h.content_type, o.payload_content_type, r.content_type),
+                   h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error),
+               left(_park_page.error, 2000), _park_page.attempts
+        FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
+        WHERE h.global_position > v_after AND h.global_position <= v_last
+          AND (o.root IS NULL OR h.root = o.root)
+        ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
+            SET last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
+        GET DIAGNOSTICS parked = ROW_COUNT;
+    EXCEPTION WHEN OTHERS THEN
+        -- A message of the page cannot be built (a record too large for a jsonb message, written
+        -- before the append functions refused such records): the page fails for that reason, so
+        -- parking it must not. Each record is parked on its own; one whose message cannot be
+        -- built is parked without a message, with the reason, and stays in statesman.history.
+        parked := 0;
+        FOR rec IN
+            SELECT x.*, r.fingerprint AS root_fingerprint, r.content_type AS root_content_type
+            FROM statesman.history x LEFT JOIN statesman.roots r ON r.root = x.root
+            WHERE x.global_position > v_after AND x.global_position <= v_last
+              AND (o.root IS NULL OR x.root = o.root)
+            ORDER BY x.global_position
+        LOOP
+            v_error := _park_page.error;
+            BEGIN
+                v_message := statesman._message(v_store, v_epoch, rec.address, rec.root, rec.path, rec.partition,
+                    rec.revision, rec.global_position, rec.occurred_at, rec.operation, rec.status, rec.value_type,
+                    rec.schema_version, rec.source, COALESCE(rec.fingerprint, o.fingerprint, rec.root_fingerprint),
+                    COALESCE(rec.content_type, o.payload_content_type, rec.root_content_type),
+                    rec.serializer_id, rec.payload, rec.correlation_id, rec.causation_id, rec.metadata, rec.error);
+            EXCEPTION WHEN OTHERS THEN
+                v_message := NULL;
+                v_error := format('its message cannot be built (%s); the record stays in statesman.history '
+                                  '(address %s, revision %s)', SQLERRM, rec.address, rec.revision);
+            END;
+            INSERT INTO statesman.dead_letters AS d
+                (outbox_id, global_position, message_id, message, last_error, attempts)
+            VALUES (o.outbox_id, rec.global_position, v_store || '/' || rec.address || '#' || rec.revision, v_message,
+                    left(v_error, 2000), _park_page.attempts)
+            ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
+                SET message = EXCLUDED.message, last_error = EXCLUDED.last_error,
+                    attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
+            parked := parked + 1;
+        END LOOP;
+    END;
     PERFORM statesman._move_cursor(o.outbox_id, v_last);
     UPDATE statesman.outbox_state s SET attempts = 0, skipped_total = s.skipped_total + parked
     WHERE s.outbox_id = o.outbox_id;
@@ -215,6 +255,7 @@ BEGIN
     END IF;
     BEGIN
         v_target := statesman._sink_table(o.sink_options);
+        PERFORM statesman._check_sink_target(v_target);
         EXECUTE format(
             'INSERT INTO %s AS t (message_id, global_position, message) '
             'SELECT d.message_id, d.global_position, d.message FROM statesman.dead_letters d '

@@ -23,20 +23,33 @@ COMMENT ON FUNCTION statesman._check_applied_args(text, text, uuid, bigint) IS
 
 CREATE FUNCTION statesman.mark_applied(consumer text, feed text, epoch uuid, "position" bigint)
     RETURNS boolean
-    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
 DECLARE
     stored boolean;
+    v_owner name;
 BEGIN
     PERFORM statesman._check_applied_args(mark_applied.consumer, mark_applied.feed,
                                           mark_applied.epoch, mark_applied."position");
+    -- A position belongs to the role that stored it first (NULL: a row from before 0.4.0,
+    -- claimed now). Runs as the caller, so statesman.applied's row-level security also refuses
+    -- (42501) a row another role stored between this check and the insert.
+    SELECT a.owner INTO v_owner FROM statesman.applied a
+    WHERE a.consumer = mark_applied.consumer AND a.feed = mark_applied.feed;
+    IF v_owner IS DISTINCT FROM CURRENT_USER AND v_owner IS NOT NULL THEN
+        RAISE EXCEPTION 'consumer "%" of feed "%" belongs to role "%"', mark_applied.consumer,
+                        mark_applied.feed, v_owner
+            USING ERRCODE = 'insufficient_privilege',
+                  HINT = 'A consumer''s position is moved only by the role that stored it first.';
+    END IF;
     -- The row lock of ON CONFLICT serialises concurrent callers for one (consumer, feed); the
     -- second re-checks the condition against what the first committed.
-    INSERT INTO statesman.applied AS a (consumer, feed, epoch, position)
-    VALUES (mark_applied.consumer, mark_applied.feed, mark_applied.epoch, mark_applied."position")
+    INSERT INTO statesman.applied AS a (consumer, feed, epoch, position, owner)
+    VALUES (mark_applied.consumer, mark_applied.feed, mark_applied.epoch, mark_applied."position", CURRENT_USER)
     ON CONFLICT ON CONSTRAINT applied_pkey DO UPDATE
-        SET epoch = EXCLUDED.epoch, position = EXCLUDED.position, applied_at = pg_catalog.now()
+        SET epoch = EXCLUDED.epoch, position = EXCLUDED.position, applied_at = pg_catalog.now(),
+            owner = EXCLUDED.owner
         WHERE NOT (a.epoch = EXCLUDED.epoch AND a.position >= EXCLUDED.position)
     RETURNING true INTO stored;
     RETURN COALESCE(stored, false);
@@ -46,7 +59,7 @@ COMMENT ON FUNCTION statesman.mark_applied(text, text, uuid, bigint) IS
     'records (epoch, position) as applied in the caller''s transaction; false when already applied';
 
 CREATE FUNCTION statesman.mark_applied(consumer text, message jsonb) RETURNS boolean
-    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
 DECLARE
@@ -76,7 +89,7 @@ COMMENT ON FUNCTION statesman.mark_applied(text, jsonb) IS
 
 CREATE FUNCTION statesman.already_applied(consumer text, feed text, epoch uuid, "position" bigint)
     RETURNS boolean
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
     AS $$
 BEGIN
@@ -93,7 +106,7 @@ COMMENT ON FUNCTION statesman.already_applied(text, text, uuid, bigint) IS
 
 CREATE FUNCTION statesman.applied_position(consumer text, feed text)
     RETURNS TABLE (epoch uuid, "position" bigint)
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
     AS $$
 BEGIN

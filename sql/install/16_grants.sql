@@ -23,9 +23,35 @@ REVOKE ALL ON FUNCTION statesman.resume_outbox(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman.redeliver(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman.dispatch_once(text) FROM PUBLIC;
 
+-- Writing the ledger and reading its payloads are for the extension owner and the roles it
+-- grants them to (docs/operations.md "Privileges" gives the GRANTs for a writing and a reading
+-- role): whatever privileges an application sets up, no other role writes a root or reads a
+-- payload through statesman.
+REVOKE ALL ON FUNCTION statesman.append(text, text, jsonb, text, text, text, text, integer, text, text, text,
+    jsonb, text, timestamptz, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.append_bytes(text, text, bytea, text, text, text, text, text, text, integer, text,
+    text, text, jsonb, text, timestamptz, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.append_delete(text, text, text, text, text, integer, text, text, text, jsonb, text,
+    timestamptz, timestamptz) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.read_feed(bigint, integer, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.history(text, text, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman.current(text, text, text) FROM PUBLIC;
+
+-- The consumer kit is for every role, each with its own consumers: mark_applied,
+-- already_applied and applied_position run as the caller, and row-level security lets a role
+-- move only the positions it stored (every role may read every position: they are not data).
+ALTER TABLE statesman.applied ENABLE ROW LEVEL SECURITY;
+CREATE POLICY applied_read ON statesman.applied FOR SELECT USING (true);
+CREATE POLICY applied_insert ON statesman.applied FOR INSERT WITH CHECK (owner = CURRENT_USER);
+CREATE POLICY applied_update ON statesman.applied FOR UPDATE
+    USING (owner IS NULL OR owner = CURRENT_USER) WITH CHECK (owner = CURRENT_USER);
+GRANT SELECT, INSERT ON statesman.applied TO PUBLIC;
+GRANT UPDATE (epoch, position, applied_at, owner) ON statesman.applied TO PUBLIC;
+
 -- The delivery internals act on outboxes, cursors and leases: never for PUBLIC.
 REVOKE ALL ON FUNCTION statesman._store_restore() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink(text, jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._check_sink_target(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink_options(text, jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._check_sink_timeout(jsonb, interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._outbox_for_update(text) FROM PUBLIC;

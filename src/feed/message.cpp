@@ -5,6 +5,8 @@
 // destructor, so the PostgreSQL calls below may ereport freely.
 #include "statesman/pg/guard.hpp"
 
+#include <string>
+
 extern "C" {
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
@@ -17,6 +19,9 @@ PG_FUNCTION_INFO_V1(statesman_message_text);
 }
 
 #include "statesman/feed/message_format.hpp"
+
+static_assert(statesman::store::kMaxMessageBytes == JENTRY_OFFLENMASK,
+              "the append functions' size check must use jsonb's own limit");
 
 namespace statesman::pg {
 namespace {
@@ -40,6 +45,14 @@ constexpr const char *kKeyNames[kKeyCount] = {
     "path", "root", "epoch", "error", "store", "schema", "source", "status", "address", "payload", "metadata",
     "revision", "messageId", "operation", "partition", "valueType", "occurredAt", "causationId", "contentType",
     "fingerprint", "serializerId", "correlationId", "schemaVersion", "globalPosition"};
+
+// kMessageFixedBytes (message_format.hpp) counts 24 keys of 202 bytes in all.
+constexpr std::size_t KeyNameBytes() {
+  std::size_t n = 0;
+  for (const char *k : kKeyNames) n += std::char_traits<char>::length(k);
+  return n;
+}
+static_assert(kKeyCount == 24 && KeyNameBytes() == 202, "update kMessageFixedBytes in message_format.hpp");
 
 // The value of each key; type jbvNull until set. A key left unset with `omit` is not written.
 struct Fields {

@@ -14,6 +14,7 @@ extern "C" {
 #include "storage/pmsignal.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
@@ -145,6 +146,34 @@ Value QueryValue(const char *sql, const std::vector<Value> &params) {
   std::vector<Row> rows = Query(sql, params);
   if (rows.empty() || rows[0].empty()) return std::nullopt;
   return rows[0][0];
+}
+
+std::optional<std::string> InSubtransaction(const std::function<void()> &query) {
+  MemoryContext context = CurrentMemoryContext;
+  ResourceOwner owner = CurrentResourceOwner;
+  Call([&] {
+    BeginInternalSubTransaction(nullptr);
+    MemoryContextSwitchTo(context);
+  });
+  try {
+    query();
+  } catch (const PgError &e) {
+    bool cancel = e.Data() != nullptr && e.Data()->sqlerrcode == ERRCODE_QUERY_CANCELED;
+    std::string message = e.what();
+    Call([&] {
+      RollbackAndReleaseCurrentSubTransaction();
+      MemoryContextSwitchTo(context);
+      CurrentResourceOwner = owner;
+    });
+    if (cancel) throw;
+    return message;
+  }
+  Call([&] {
+    ReleaseCurrentSubTransaction();
+    MemoryContextSwitchTo(context);
+    CurrentResourceOwner = owner;
+  });
+  return std::nullopt;
 }
 
 bool HandleInterrupts() {

@@ -6,6 +6,7 @@
 #include "statesman/worker/workers.hpp"
 
 extern "C" {
+#include "access/detoast.h"
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
@@ -42,6 +43,7 @@ PG_FUNCTION_INFO_V1(statesman_in_transaction_block);
 #include <cstring>
 #include <string>
 
+#include "statesman/feed/message_format.hpp"
 #include "statesman/store/locks.hpp"
 #include "statesman/store/names.hpp"
 
@@ -304,6 +306,39 @@ class OwnerScope {
   int saved_context_ = 0;
 };
 
+// Refuses (54000) a record whose feed message could not be built (see MessageFits): once
+// committed, it would fail every read of the feed over its position. A length comparison: the
+// sizes come from the values' headers (toast_raw_datum_size), nothing is detoasted.
+void CheckMessageSize(const AppendRequest &req) {
+  namespace store = statesman::store;
+  store::MessageFieldBytes f;
+  Call([&] {
+    auto bytes = [&](Param p) -> size_t {
+      return req.nulls[p] == 'n' ? 0 : toast_raw_datum_size(req.values[p]) - VARHDRSZ;
+    };
+    auto envelope = [&](Param p) { return req.nulls[p] == 'n' ? store::kMaxEnvelopeBytes : bytes(p); };
+    f.verbatim = 2 * bytes(kAddress) + bytes(kRoot) + bytes(kPath) + bytes(kPartition) + bytes(kOperation) +
+                 bytes(kStatus) + bytes(kValueType) + bytes(kSource) + bytes(kSerializerId) +
+                 bytes(kCorrelationId) + bytes(kCausationId) + bytes(kErrorText) + bytes(kMetadata) +
+                 envelope(kFingerprint) + envelope(kContentType);
+    f.payload = bytes(kPayload);
+  });
+  if (store::MessageFits(f)) return;
+  std::string limit = std::to_string(store::kMaxMessageBytes);
+  size_t max_payload = store::MaxPayloadBytes(f.verbatim);
+  if (f.payload > 0 && max_payload > 0)
+    throw Error("54000",
+                "payload of " + std::to_string(f.payload) + " bytes is too large for the feed: with this record's "
+                "other fields a message can carry at most " + std::to_string(max_payload) + " payload bytes",
+                "A feed message is one jsonb value of at most " + limit +
+                    " bytes, with the payload in base64 (4 bytes for every 3). Store larger objects elsewhere "
+                    "and append a reference to them.");
+  throw Error("54000",
+              "the record is too large for the feed: its fields other than the payload (metadata, error, "
+              "source, ...) take " + std::to_string(f.verbatim) + " bytes of a message",
+              "A feed message is one jsonb value of at most " + limit + " bytes.");
+}
+
 // Appends one record under its address lock and applies the root's retention.
 AppendResult AppendRecord(AppendRequest &req) {
   CheckInstalledVersion();
@@ -359,6 +394,8 @@ AppendResult AppendRecord(AppendRequest &req) {
     req.values[kContentType] = root_decl.content_type;
     req.nulls[kContentType] = ' ';
   }
+
+  CheckMessageSize(req);
 
   OwnerScope as_owner(ledger.owner);
   Call([] {

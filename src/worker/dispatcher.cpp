@@ -179,14 +179,27 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
   int64 published = 0, deduplicated = 0;
   if (ToInt(h[4]) > 0) {
     std::vector<sink::Message> page;
+    std::optional<std::string> unbuilt;
     if (ahead.valid && ahead.after == h[1] && ahead.last == h[2] && ahead.version == h[6])
       page = std::move(ahead.page);
     else
-      page = ToMessages(Query(
-          "SELECT m.global_position, m.message_id, m.message FROM statesman._page_messages($1, $2::bigint, $3::bigint) m",
-          {outbox_id, h[1], h[2]}));
+      // A page whose messages cannot be built (a record too large for a message) is a failed
+      // attempt like a sink's refusal: backoff, then skip_poison_after_attempts parks it.
+      unbuilt = InSubtransaction([&] {
+        page = ToMessages(Query(
+            "SELECT m.global_position, m.message_id, m.message FROM statesman._page_messages($1, $2::bigint, $3::bigint) m",
+            {outbox_id, h[1], h[2]}));
+      });
     ahead.valid = false;
     ahead.page.clear();
+    if (unbuilt) {
+      std::string error = "the page's messages cannot be built: " + *unbuilt;
+      result[0] = "failed";
+      result[2] = ToInt(h[1]) > 0 ? h[1] : Value();
+      result[5] = QueryValue("SELECT statesman._note_failure($1, $2)", {outbox_id, error});
+      result[6] = error;
+      return result;
+    }
     call.Start(page);
     // A full page: more follows at once. Read it now, while the sink works.
     if (h[5] == "t") {
@@ -196,13 +209,17 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
           "FROM statesman._open_page($1, $2::bigint) p",
           {outbox_id, h[2]});
       if (!next.empty() && next[0][0] == "ready" && ToInt(next[0][3]) > 0) {
-        ahead.page = ToMessages(Query(
-            "SELECT m.global_position, m.message_id, m.message FROM statesman._page_messages($1, $2::bigint, $3::bigint) m",
-            {outbox_id, next[0][1], next[0][2]}));
+        // Not read ahead when it cannot be built: the next page reports it as its failure.
+        std::optional<std::string> unbuilt_ahead = InSubtransaction([&] {
+          ahead.page = ToMessages(Query(
+              "SELECT m.global_position, m.message_id, m.message FROM statesman._page_messages($1, $2::bigint, $3::bigint) m",
+              {outbox_id, next[0][1], next[0][2]}));
+        });
         ahead.after = next[0][1];
         ahead.last = next[0][2];
         ahead.version = next[0][4].value_or("");
-        ahead.valid = true;
+        ahead.valid = !unbuilt_ahead;
+        if (unbuilt_ahead) ahead.page.clear();
       }
     }
     sink::Outcome o = call.Finish();

@@ -3,7 +3,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 CREATE EXTENSION IF NOT EXISTS statesman;
-SELECT plan(69);
+SELECT plan(73);
 
 SELECT has_extension('statesman', 'extension statesman is installed');
 SELECT has_schema('statesman', 'schema statesman exists');
@@ -133,9 +133,19 @@ SELECT function_privs_are('statesman', 'seed_cursor', ARRAY['text', 'bigint'], '
 SELECT function_privs_are('statesman', 'advance_cursor', ARRAY['text', 'bigint'], 'public', ARRAY[]::text[],
     'PUBLIC cannot execute advance_cursor()');
 
--- Reading the feed, cursors and consumer positions is open to PUBLIC
-SELECT function_privs_are('statesman', 'read_feed', ARRAY['bigint', 'integer', 'text'], 'public', ARRAY['EXECUTE'],
-    'PUBLIC can execute read_feed()');
+-- Writing the ledger and reading its payloads are not for PUBLIC (docs/operations.md "Privileges")
+SELECT function_privs_are('statesman', 'read_feed', ARRAY['bigint', 'integer', 'text'], 'public', ARRAY[]::text[],
+    'PUBLIC cannot execute read_feed()');
+SELECT function_privs_are('statesman', 'history', ARRAY['text', 'text', 'text'], 'public', ARRAY[]::text[],
+    'PUBLIC cannot execute history()');
+SELECT function_privs_are('statesman', 'current', ARRAY['text', 'text', 'text'], 'public', ARRAY[]::text[],
+    'PUBLIC cannot execute current()');
+SELECT is_empty($$SELECT p.oid FROM pg_proc p WHERE p.pronamespace = 'statesman'::regnamespace
+                   AND p.proname IN ('append', 'append_bytes', 'append_delete')
+                   AND has_function_privilege('public', p.oid, 'EXECUTE')$$,
+    'PUBLIC cannot execute append(), append_bytes() or append_delete()');
+
+-- Head, cursors and consumer positions are open to PUBLIC
 SELECT function_privs_are('statesman', 'head_position', ARRAY[]::name[], 'public', ARRAY['EXECUTE'],
     'PUBLIC can execute head_position()');
 SELECT function_privs_are('statesman', 'store_info', ARRAY[]::name[], 'public', ARRAY['EXECUTE'],
@@ -154,7 +164,11 @@ SELECT table_privs_are('statesman', 'store', 'public', ARRAY[]::text[], 'PUBLIC 
 SELECT table_privs_are('statesman', 'roots', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on statesman.roots');
 SELECT table_privs_are('statesman', 'history', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on statesman.history');
 SELECT table_privs_are('statesman', 'cursors', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on statesman.cursors');
-SELECT table_privs_are('statesman', 'applied', 'public', ARRAY[]::text[], 'PUBLIC has no privileges on statesman.applied');
+-- statesman.applied: every role keeps its own consumers' positions (row-level security)
+SELECT table_privs_are('statesman', 'applied', 'public', ARRAY['INSERT', 'SELECT'],
+    'PUBLIC may read statesman.applied and insert into it');
+SELECT is((SELECT relrowsecurity FROM pg_class WHERE oid = 'statesman.applied'::regclass), true,
+    'statesman.applied has row-level security');
 
 -- SECURITY DEFINER functions pin a safe search_path
 SELECT cmp_ok(

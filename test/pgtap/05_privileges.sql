@@ -15,11 +15,15 @@
 --      or a helper that touches no table; every SQL or PL/pgSQL function pins
 --      search_path;
 --   3. a role without grants can use every function documented for PUBLIC,
---      and nothing else: sequence_feed() and the 0.3.0 delivery internals
---      refuse it;
---   4. granted roles get what the documentation says: an operator with the
---      outbox functions, a consumer with advance_cursor, a reader with SELECT
---      on the target table, a pg_monitor member with outbox_status;
+--      and nothing else: it cannot write the ledger or read its payloads
+--      (append*, read_feed, history, current), and sequence_feed() and the
+--      0.3.0 delivery internals refuse it;
+--   4. granted roles get what the documentation says: a writer with the
+--      append functions, a feed reader with read_feed/history/current, an
+--      operator with the outbox functions, a consumer with advance_cursor, a
+--      reader with SELECT on the target table, a pg_monitor member with
+--      outbox_status; a consumer's position belongs to the role that stored
+--      it: another role cannot move it (42501);
 --   5. sink secrets (a redis password, a password in a postgres conninfo) are
 --      not readable through the tables, the status view, error messages or a
 --      failed delivery's last_error; alter_outbox replaces options whole, so
@@ -32,7 +36,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS statesman CASCADE;
-SELECT plan(92);
+SELECT plan(104);
 
 CREATE ROLE pgtap_sm_squatter;
 CREATE ROLE pgtap_sm_nobody;
@@ -40,6 +44,9 @@ CREATE ROLE pgtap_sm_ops;
 CREATE ROLE pgtap_sm_consumer;
 CREATE ROLE pgtap_sm_reader;
 CREATE ROLE pgtap_sm_monitor IN ROLE pg_monitor;
+CREATE ROLE pgtap_sm_writer;
+CREATE ROLE pgtap_sm_feedreader;
+CREATE ROLE pgtap_sm_other;
 
 -- Runs a statement that must be refused; one that succeeds is rolled back and
 -- reported as P0001, so the checks after it see the state from before.
@@ -217,8 +224,7 @@ SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_proc p
        WHERE p.pronamespace = 'statesman'::regnamespace
          AND has_function_privilege('public', p.oid, 'EXECUTE')
-         AND p.proname NOT IN ('store_info', 'address_of', 'append', 'append_bytes', 'append_delete',
-                               'current', 'history', 'head_position', 'read_feed', 'cursor_position',
+         AND p.proname NOT IN ('store_info', 'address_of', 'head_position', 'cursor_position',
                                'mark_applied', 'already_applied', 'applied_position')
          AND NOT (p.proname LIKE '\_%' AND p.provolatile IN ('i', 's') AND NOT p.prosecdef)
          AND p.proname NOT IN ('_in_transaction_block', '_feed_status')$$,
@@ -235,8 +241,8 @@ SELECT is_empty(
        WHERE p.pronamespace = 'statesman'::regnamespace AND p.prosecdef
          AND has_function_privilege('public', p.oid, 'EXECUTE')
          AND p.provolatile = 'v'
-         AND p.proname NOT IN ('read_feed', 'mark_applied')$$,
-    'no volatile SECURITY DEFINER function is open to PUBLIC but read_feed (it sequences) and mark_applied');
+    $$,
+    'no volatile SECURITY DEFINER function is open to PUBLIC');
 
 --
 -- Fixture, as the owner: records, an outbox into public.priv_sink, a cursor,
@@ -258,12 +264,12 @@ END $$;
 -- 3. A role without grants
 --
 SET ROLE pgtap_sm_nobody;
-SELECT lives_ok($$SELECT statesman.append('priv', 'nobody/1', '{"by": "nobody"}')$$, 'nobody: append()');
-SELECT lives_ok($$SELECT statesman.append_bytes('priv', 'nobody/2', '\x01', 'application/octet-stream')$$, 'nobody: append_bytes()');
-SELECT lives_ok($$SELECT statesman.append_delete('priv', 'nobody/1')$$, 'nobody: append_delete()');
-SELECT is((SELECT revision FROM statesman.current('priv', 'nobody/1')), 2::bigint, 'nobody: current()');
-SELECT is((SELECT count(*) FROM statesman.history('priv', 'nobody/1')), 2::bigint, 'nobody: history()');
-SELECT is((SELECT count(*) FROM statesman.read_feed(NULL, 100, 'priv')), 5::bigint, 'nobody: read_feed() (inside a transaction block: what is sequenced)');
+SELECT throws_ok($$SELECT statesman.append('priv', 'nobody/1', '{"by": "nobody"}')$$, '42501', NULL, 'nobody: append() is refused: 42501');
+SELECT throws_ok($$SELECT statesman.append_bytes('priv', 'nobody/2', '\x01', 'application/octet-stream')$$, '42501', NULL, 'nobody: append_bytes() is refused: 42501');
+SELECT throws_ok($$SELECT statesman.append_delete('priv', 'nobody/1')$$, '42501', NULL, 'nobody: append_delete() is refused: 42501');
+SELECT throws_ok($$SELECT * FROM statesman.current('priv', 'p/1')$$, '42501', NULL, 'nobody: current() is refused: 42501');
+SELECT throws_ok($$SELECT * FROM statesman.history('priv', 'p/1')$$, '42501', NULL, 'nobody: history() is refused: 42501');
+SELECT throws_ok($$SELECT * FROM statesman.read_feed(NULL, 100, 'priv')$$, '42501', NULL, 'nobody: read_feed() is refused: 42501');
 SELECT is(statesman.head_position(), 5::bigint, 'nobody: head_position()');
 SELECT is((SELECT head_position FROM statesman.store_info()), 5::bigint, 'nobody: store_info()');
 SELECT is(statesman.address_of('Priv', 'p/1', 'eu'), 'priv@eu/p/1', 'nobody: address_of()');
@@ -293,6 +299,43 @@ SELECT is(statesman.cursor_position('priv-reader'), 2::bigint, 'the cursor nobod
 --
 -- 4. Granted roles
 --
+-- The GRANTs docs/operations.md "Privileges" gives for a writing and a reading role.
+GRANT EXECUTE ON FUNCTION
+    statesman.append(text, text, jsonb, text, text, text, text, integer, text, text, text, jsonb, text,
+                     timestamptz, timestamptz),
+    statesman.append_bytes(text, text, bytea, text, text, text, text, text, text, integer, text, text, text,
+                           jsonb, text, timestamptz, timestamptz),
+    statesman.append_delete(text, text, text, text, text, integer, text, text, text, jsonb, text,
+                            timestamptz, timestamptz)
+    TO pgtap_sm_writer;
+GRANT EXECUTE ON FUNCTION
+    statesman.read_feed(bigint, integer, text), statesman.history(text, text, text), statesman.current(text, text, text)
+    TO pgtap_sm_feedreader;
+SET ROLE pgtap_sm_writer;
+SELECT lives_ok($$SELECT statesman.append('privw', 'w/1', '{"by": "writer"}')$$, 'writer (granted the append functions): append()');
+SELECT lives_ok($$SELECT statesman.append_bytes('privw', 'w/2', '\x01', 'application/octet-stream')$$, 'writer: append_bytes()');
+SELECT lives_ok($$SELECT statesman.append_delete('privw', 'w/1')$$, 'writer: append_delete()');
+SELECT throws_ok($$SELECT * FROM statesman.read_feed(NULL, 100)$$, '42501', NULL, 'writer: read_feed() is not part of the grant: 42501');
+RESET ROLE;
+SET ROLE pgtap_sm_feedreader;
+SELECT is((SELECT count(*) FROM statesman.read_feed(NULL, 100, 'priv')), 5::bigint,
+    'feed reader (granted read_feed, history, current): read_feed() (inside a transaction block: what is sequenced)');
+SELECT is((SELECT revision FROM statesman.current('privw', 'w/1')), 2::bigint, 'feed reader: current()');
+SELECT is((SELECT count(*) FROM statesman.history('privw', 'w/1')), 2::bigint, 'feed reader: history()');
+SELECT throws_ok($$SELECT statesman.append('privw', 'r/1', '{}')$$, '42501', NULL, 'feed reader: append() is not part of the grant: 42501');
+RESET ROLE;
+-- Consumer positions belong to the role that stored them first.
+SET ROLE pgtap_sm_other;
+SELECT throws_ok($$SELECT statesman.mark_applied('nobody-consumer', 'feed', '00000000-0000-4000-8000-000000000001', 9)$$,
+    '42501', 'consumer "nobody-consumer" of feed "feed" belongs to role "pgtap_sm_nobody"',
+    'other: mark_applied() of a consumer another role stored is refused: 42501');
+SELECT lives_ok($$UPDATE statesman.applied SET position = 99 WHERE consumer = 'nobody-consumer'$$,
+    'other: an UPDATE of statesman.applied runs');
+SELECT is((SELECT position FROM statesman.applied_position('nobody-consumer', 'feed')), 4::bigint,
+    '... but moves nothing of another role''s (row-level security); the position stays');
+SELECT is(statesman.mark_applied('other-consumer', 'feed', '00000000-0000-4000-8000-000000000001', 1), true,
+    'other: keeps a consumer of its own');
+RESET ROLE;
 GRANT EXECUTE ON FUNCTION
     statesman.create_outbox(text, text, jsonb, text, integer, interval, boolean, interval, interval, interval, interval, integer, text, text, boolean),
     statesman.alter_outbox(text, text, jsonb, text, integer, interval, boolean, interval, interval, interval, interval, integer, text, text, boolean),
@@ -399,10 +442,12 @@ SELECT lives_ok($$SELECT pg_temp.under_evil($q$SELECT concat(statesman.pause_out
 SELECT lives_ok($$SELECT pg_temp.under_evil($q$SELECT concat(statesman.mark_applied('evil-consumer', m.message), statesman.already_applied('evil-consumer', s.store, s.epoch, 1)) FROM statesman.read_feed(NULL, 1) m, statesman.store_info() s$q$)$$, 'evil path, owner: mark_applied(message), already_applied()');
 SELECT lives_ok($$SELECT pg_temp.under_evil($q$SELECT concat(c.revision, h.revision, s.store, a.position, f.head_position, o.outbox_id) FROM statesman.current('evilroot', 'a') c, statesman.history('evilroot', 'a') h, statesman.store_info() s, statesman.applied_position('evil-consumer', s.store) a, statesman.feed_status f, statesman.outbox_status o$q$)$$, 'evil path, owner: current(), history(), store_info(), applied_position(), the views');
 SELECT lives_ok($$SELECT pg_temp.under_evil($q$SELECT concat(statesman.reset_epoch(), statesman.drop_outbox('evil-redis'))$q$)$$, 'evil path, owner: reset_epoch(), drop_outbox()');
--- As a role without grants, the documented functions.
+-- As the granted writer and feed reader, and a role without grants, the documented functions.
+SET ROLE pgtap_sm_writer;
+SELECT lives_ok($$SELECT pg_temp.under_evil($q$SELECT concat(a1.revision, a2.revision, a3.revision) FROM statesman.append('evilroot', 'n', '{"v": 2}') a1, statesman.append_bytes('evilroot', 'n', '\x03', 'x/y') a2, statesman.append_delete('evilroot', 'm') a3$q$)$$, 'evil path, writer: append(), append_bytes(), append_delete()');
+SET ROLE pgtap_sm_feedreader;
+SELECT lives_ok($$SELECT pg_temp.under_evil($q$SELECT concat(r.message_id, c.revision, h.revision, s.store, f.head_position) FROM statesman.read_feed(NULL, 100) r, statesman.current('evilroot', 'n') c, statesman.history('evilroot', 'n') h, statesman.store_info() s, statesman.feed_status f$q$)$$, 'evil path, feed reader: read_feed(), current(), history(), store_info(), feed_status');
 SET ROLE pgtap_sm_nobody;
-SELECT lives_ok($$SELECT pg_temp.under_evil($q$SELECT concat(a1.revision, a2.revision, a3.revision) FROM statesman.append('evilroot', 'n', '{"v": 2}') a1, statesman.append_bytes('evilroot', 'n', '\x03', 'x/y') a2, statesman.append_delete('evilroot', 'm') a3$q$)$$, 'evil path, nobody: append(), append_bytes(), append_delete()');
-SELECT lives_ok($$SELECT pg_temp.under_evil($q$SELECT concat(r.message_id, c.revision, h.revision, s.store, f.head_position) FROM statesman.read_feed(NULL, 100) r, statesman.current('evilroot', 'n') c, statesman.history('evilroot', 'n') h, statesman.store_info() s, statesman.feed_status f$q$)$$, 'evil path, nobody: read_feed(), current(), history(), store_info(), feed_status');
 SELECT lives_ok($$SELECT pg_temp.under_evil($q$SELECT concat(statesman.mark_applied('evil-nobody', 'f', '00000000-0000-4000-8000-000000000001', 1), statesman.already_applied('evil-nobody', 'f', '00000000-0000-4000-8000-000000000001', 1), statesman.cursor_position('evil-reader'), statesman.head_position(), statesman.address_of('evilroot', 'n'))$q$)$$, 'evil path, nobody: mark_applied(), already_applied(), cursor_position(), head_position(), address_of()');
 RESET ROLE;
 SELECT is((SELECT string_agg(DISTINCT what, ', ') FROM evil.captured), NULL,

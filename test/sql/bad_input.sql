@@ -128,6 +128,9 @@ SELECT * FROM expect_error($$SELECT statesman.declare_root('r', max_revisions =>
 SELECT * FROM expect_error($$SELECT statesman.declare_root('r', max_revisions => -1)$$);
 SELECT * FROM expect_error($$SELECT statesman.declare_root('r', max_bytes => 0)$$);
 SELECT * FROM expect_error($$SELECT statesman.declare_root('r', max_bytes => -1)$$);
+-- The envelope fallbacks messages may carry: at most 1024 bytes each (22023).
+SELECT * FROM expect_error($$SELECT statesman.declare_root('r', fingerprint => repeat('f', 1025))$$);
+SELECT * FROM expect_error($$SELECT statesman.declare_root('r', content_type => repeat('c', 1025))$$);
 -- Re-declaring an existing root with a bad limit keeps its declaration.
 SELECT * FROM expect_error($$SELECT statesman.declare_root('keep2', max_revisions => 0)$$);
 SELECT root, max_revisions, max_bytes FROM statesman.roots WHERE root = 'keep2';
@@ -157,7 +160,6 @@ SELECT * FROM expect_error($$SELECT statesman.advance_cursor('bad id', 1)$$);
 SELECT * FROM expect_error($$SELECT statesman.advance_cursor(repeat('c', 64), 1)$$);
 SELECT * FROM expect_error($$SELECT statesman.seed_cursor('')$$);
 SELECT * FROM expect_error($$SELECT statesman.seed_cursor(NULL)$$);
-SELECT * FROM expect_error($$SELECT statesman.seed_cursor('bad-input', 0)$$);
 SELECT * FROM expect_error($$SELECT statesman.seed_cursor('bad-input', -1)$$);
 SELECT * FROM expect_error($$SELECT statesman.seed_cursor('bad-input', statesman.head_position() + 1)$$);
 SELECT * FROM expect_error($$SELECT statesman.seed_cursor('feed-reader', statesman.head_position() + 1)$$);

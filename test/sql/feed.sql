@@ -235,6 +235,12 @@ SELECT statesman.seed_cursor('beyond-head', statesman.head_position() + 1);
 \set VERBOSITY default
 SELECT statesman.cursor_position('feed-reader') - :base AS cursor;
 SELECT statesman.cursor_position('beyond-head') IS NULL AS beyond_head_unset;
+-- at_position 0: before the first record. The cursor is removed (a stored position is never 0),
+-- so the whole retained feed is read again, its oldest record included.
+SELECT statesman.seed_cursor('seeded-at-head', 0) IS NULL AS seeded_before_first;
+SELECT statesman.cursor_position('seeded-at-head') IS NULL AS cursor_unset;
+SELECT (SELECT min(global_position) FROM statesman.read_feed(statesman.cursor_position('seeded-at-head'), 1))
+       = (SELECT oldest_position FROM statesman.store_info()) AS reads_the_oldest_again;
 
 --
 -- read_feed sequences only when the records that already have positions do not fill the page:

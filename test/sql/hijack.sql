@@ -1,9 +1,11 @@
 --
 -- hijack: the append functions run their statements with the caller's search_path (they are
 -- not SECURITY DEFINER). Hostile objects earlier on that path must capture nothing, and a role
--- with no privileges on statesman's tables can still append.
+-- granted EXECUTE on append_bytes, with no privileges on statesman's tables, can still append.
 --
 CREATE ROLE statesman_hijacker;
+GRANT EXECUTE ON FUNCTION statesman.append_bytes(text, text, bytea, text, text, text, text, text, text, integer,
+    text, text, text, jsonb, text, timestamptz, timestamptz) TO statesman_hijacker;
 CREATE SCHEMA evil;
 GRANT USAGE ON SCHEMA evil TO statesman_hijacker;
 -- An "=" for text that matches everything: captured, it would join every root declaration.
@@ -29,6 +31,8 @@ SELECT address, revision, content_type, occurred_at > now() - interval '1 hour' 
   FROM statesman.history WHERE root = 'hijack' ORDER BY address, revision;
 
 DROP SCHEMA evil CASCADE;
+REVOKE ALL ON FUNCTION statesman.append_bytes(text, text, bytea, text, text, text, text, text, text, integer,
+    text, text, text, jsonb, text, timestamptz, timestamptz) FROM statesman_hijacker;
 DROP ROLE statesman_hijacker;
 
 -- The shared test helper from store.sql is no longer needed.

@@ -447,6 +447,34 @@ SELECT statesman.cursor_position('to-drop') AS cursor_position,
        (SELECT attempts FROM statesman.outbox_state WHERE outbox_id = 'to-drop') AS attempts;
 
 --
+-- The table sink's target must be as durable as the cursor: an UNLOGGED table
+-- (emptied by crash recovery while the cursor stays past its rows), a
+-- temporary one, or one in a system schema is refused (22023), also when the
+-- table is altered after registration: the page then fails, the cursor stays.
+--
+CREATE UNLOGGED TABLE public.unlogged_sink (message_id text PRIMARY KEY, global_position bigint NOT NULL,
+                                            message jsonb NOT NULL);
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('u', sink_options => '{"table": "public.unlogged_sink"}')$$);
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('u', sink_options => '{"table": "pg_catalog.sink"}')$$);
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('u', sink_options => '{"table": "information_schema.sink"}')$$);
+SELECT statesman.create_outbox('logged', sink_options => '{"table": "public.logged_sink"}');
+SELECT * FROM expect_error($$SELECT statesman.alter_outbox('logged', sink_options => '{"table": "public.unlogged_sink"}')$$);
+SELECT count(*) AS appended FROM statesman.append('outbox-test', 'durable', '{"n": 1}');
+SELECT published > 0 AS delivered FROM statesman.dispatch_once('logged');
+SELECT statesman.cursor_position('logged') AS cursor_before \gset
+ALTER TABLE public.logged_sink SET UNLOGGED;
+SELECT count(*) AS appended FROM statesman.append('outbox-test', 'durable', '{"n": 2}');
+SELECT published FROM statesman.dispatch_once('logged');
+SELECT statesman.cursor_position('logged') = :cursor_before AS cursor_stayed, state, attempts, last_error
+  FROM statesman.outbox_status WHERE outbox_id = 'logged';
+SELECT count(*) AS rows_in_unlogged_sink FROM public.logged_sink WHERE message->>'path' = 'durable';
+ALTER TABLE public.logged_sink SET LOGGED;
+SELECT published FROM statesman.dispatch_once('logged');
+SELECT count(*) AS rows_after_set_logged FROM public.logged_sink WHERE message->>'path' = 'durable';
+SELECT statesman.drop_outbox('logged');
+DROP TABLE public.unlogged_sink, public.logged_sink;
+
+--
 -- Clean up: no enabled outbox may stay behind (it would hold retention back
 -- in the files that follow).
 --

@@ -14,7 +14,8 @@ LANGUAGE sql AS $$
                        COALESCE(pg_get_viewdef(c.oid), '') || ':' ||
                        COALESCE((SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) ||
                                                    CASE WHEN a.attnotnull THEN ' not null' ELSE '' END ||
-                                                   COALESCE(' default ' || pg_get_expr(ad.adbin, ad.adrelid), ''),
+                                                   COALESCE(' default ' || pg_get_expr(ad.adbin, ad.adrelid), '') ||
+                                                   COALESCE(' acl ' || a.attacl::text, ''),
                                                    ', ' ORDER BY a.attnum)
                                  FROM pg_attribute a
                                  LEFT JOIN pg_attrdef ad ON ad.adrelid = a.attrelid AND ad.adnum = a.attnum
@@ -24,7 +25,14 @@ LANGUAGE sql AS $$
                        COALESCE((SELECT string_agg(pg_get_indexdef(i.indexrelid), ', ' ORDER BY pg_get_indexdef(i.indexrelid))
                                  FROM pg_index i WHERE i.indrelid = c.oid), '') || ':' ||
                        COALESCE((SELECT string_agg(pg_get_triggerdef(t.oid), ', ' ORDER BY t.tgname)
-                                 FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal), '')
+                                 FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal), '') || ':' ||
+                       -- row-level security and its policies (not extension members of their own)
+                       c.relrowsecurity::text || ':' ||
+                       COALESCE((SELECT string_agg(p.polname || ' ' || p.polcmd::text || ' ' || p.polroles::text || ' ' ||
+                                                   COALESCE(pg_get_expr(p.polqual, p.polrelid), '') || ' ' ||
+                                                   COALESCE(pg_get_expr(p.polwithcheck, p.polrelid), ''),
+                                                   ', ' ORDER BY p.polname)
+                                 FROM pg_policy p WHERE p.polrelid = c.oid), '')
                 FROM pg_class c WHERE c.oid = d.objid)
              ELSE '' END
            || ':' || COALESCE(obj_description(d.objid, d.classid::regclass::name), '')

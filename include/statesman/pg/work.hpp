@@ -28,6 +28,11 @@ void EndWork();
 std::vector<Row> Query(const char *sql, const std::vector<Value> &params = {});
 // The first column of the first row, or nullopt when there is no row or it is NULL.
 Value QueryValue(const char *sql, const std::vector<Value> &params = {});
+// Runs query() in a subtransaction of the current transaction. A PostgreSQL ERROR inside it
+// rolls back only the subtransaction and is returned as its message (nullopt: no error), so
+// the transaction can go on (as a PL/pgSQL block with an EXCEPTION clause does). A query
+// cancel is not caught.
+std::optional<std::string> InSubtransaction(const std::function<void()> &query);
 
 // Handles what signals asked for, in statesman's own processes: a pending termination (exits
 // the process) and a config reload. Returns false when statesman.enabled was turned off or a
