@@ -46,7 +46,7 @@ constexpr const char *kAwaitSequencerSql =
 // Loads an outbox's settings; false when it does not exist.
 bool LoadSettings(const std::string &outbox_id, OutboxSettings *s) {
   std::vector<Row> rows = Query(
-      "SELECT o.sink, o.sink_options::text, o.enabled, o.require_lease, o.batch_size, "
+      "SELECT o.sink, statesman._sink_options_to_use(o)::text, o.enabled, o.require_lease, o.batch_size, "
       "  (extract(epoch FROM o.poll_interval) * 1000)::bigint, "
       "  (extract(epoch FROM o.lease_ttl) * 1000)::bigint, "
       "  (extract(epoch FROM COALESCE(o.lease_renew_interval, o.lease_ttl / 3)) * 1000)::bigint, "
