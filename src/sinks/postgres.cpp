@@ -76,14 +76,13 @@ bool IsSecretKeyword(const std::string &word) { return word == "password" || wor
 // A keyword whose value may be shown: one of libpq's, and not a secret.
 bool IsSafeKeyword(const std::string &word) { return IsConninfoKeyword(word) && !IsSecretKeyword(word); }
 
-// The pieces of `text` between the delimiters of either conninfo form (white space, quotes, =,
-// and a URI's @ : / ? & , [ ]), as libpq cuts them when it quotes a part of a conninfo it
-// could not read.
+// The words of `text` between white space and "=", as libpq cuts a keyword/value conninfo
+// when it quotes a part that it could not read ("missing \"=\" after \"…\"").
 std::vector<std::string> Pieces(const std::string &text) {
   std::vector<std::string> out;
   std::string piece;
   for (char c : text) {
-    if (std::isspace(static_cast<unsigned char>(c)) || std::strchr("'\"=@:/?&,[]\\", c) != nullptr) {
+    if (std::isspace(static_cast<unsigned char>(c)) || c == '=') {
       if (!piece.empty()) out.push_back(piece);
       piece.clear();
     } else {
@@ -99,14 +98,14 @@ std::vector<std::string> Pieces(const std::string &text) {
 // sslpassword, every part of an unknown (e.g. misspelled) keyword, and everything from the
 // first place the conninfo stops being well formed (`passwordSECRET` without "=", an
 // unterminated quote, a URI parameter without "=", a URI port that is not a number, which is
-// what a password becomes when the "@" is missing). Each is returned whole and as its pieces.
+// what a password becomes when the "@" is missing). A value is returned whole (its pieces would
+// be short strings that the redaction would find in unrelated words); what follows the place
+// where a keyword/value conninfo stops being well formed is returned word by word, as libpq
+// quotes it.
 std::vector<std::string> UnsafeTokens(const std::string &conninfo) {
   std::vector<std::string> unsafe;
   auto add = [&unsafe](const std::string &s) {
-    if (s.empty()) return;
-    unsafe.push_back(s);
-    for (const std::string &p : Pieces(s))
-      if (!IsSafeKeyword(p) && p != s) unsafe.push_back(p);
+    if (!s.empty()) unsafe.push_back(s);
   };
   auto add_rest = [&](const std::string &rest) {
     for (const std::string &p : Pieces(rest))
