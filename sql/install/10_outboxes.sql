@@ -161,9 +161,12 @@ COMMENT ON FUNCTION statesman._is_superuser(name) IS 'whether a role (by name) i
 -- (postgres): trust, peer or a password file of that user could let such a sink in as any
 -- role, a superuser included. Options set by a role that is not a superuser must give a
 -- password of their own (2F003), and only a superuser may waive the rule with
--- "password_required": false (42501). The dispatcher checks again at every connection that
--- the server asked for that password (statesman._sink_options_to_use).
-CREATE FUNCTION statesman._check_sink_role(sink text, sink_options jsonb, by_role name) RETURNS void
+-- "password_required": false (42501); `unchanged` (alter_outbox left sink and options as they
+-- were) keeps a superuser's waiver when another role alters the outbox's other settings. The
+-- dispatcher checks again at every connection that the server asked for that password
+-- (statesman._sink_options_to_use).
+CREATE FUNCTION statesman._check_sink_role(sink text, sink_options jsonb, by_role name, unchanged boolean)
+    RETURNS void
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
     AS $$
@@ -174,6 +177,9 @@ BEGIN
         RETURN;
     END IF;
     IF sink_options->'password_required' = 'false'::jsonb THEN
+        IF unchanged THEN
+            RETURN;  -- waived by a superuser, and the connection is still the one they set
+        END IF;
         RAISE EXCEPTION 'sink "%": option "password_required" may be set to false only by a superuser', sink
             USING ERRCODE = 'insufficient_privilege',
                   DETAIL = format('Role "%s" is not a superuser.', by_role);
@@ -189,9 +195,9 @@ BEGIN
     END IF;
 END
 $$;
-COMMENT ON FUNCTION statesman._check_sink_role(text, jsonb, name) IS
+COMMENT ON FUNCTION statesman._check_sink_role(text, jsonb, name, boolean) IS
     'the password rule: a non-superuser''s postgres sink must give a password; only a superuser may waive it';
-REVOKE ALL ON FUNCTION statesman._check_sink_role(text, jsonb, name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._check_sink_role(text, jsonb, name, boolean) FROM PUBLIC;
 
 -- The sink options a dispatcher opens the sink with: for a sink under the password rule,
 -- "password_required" is the rule's verdict for the outbox now (true unless the role that last
@@ -339,7 +345,7 @@ BEGIN
     END IF;
     o.sink_options := statesman._check_sink(create_outbox.sink, create_outbox.sink_options);
     PERFORM statesman._check_sink_timeout(o.sink_options, o.lease_ttl);
-    PERFORM statesman._check_sink_role(o.sink, o.sink_options, o.changed_by);
+    PERFORM statesman._check_sink_role(o.sink, o.sink_options, o.changed_by, false);
     BEGIN
         INSERT INTO statesman.outboxes SELECT o.*;
     EXCEPTION WHEN unique_violation THEN
@@ -370,6 +376,7 @@ CREATE FUNCTION statesman.alter_outbox(
     AS $$
 DECLARE
     o statesman.outboxes := statesman._outbox_for_update(alter_outbox.outbox_id);
+    before statesman.outboxes := o;
 BEGIN
     o.root := CASE WHEN alter_outbox.root = '' THEN NULL ELSE COALESCE(lower(alter_outbox.root), o.root) END;
     o.batch_size := COALESCE(alter_outbox.batch_size, o.batch_size);
@@ -400,7 +407,8 @@ BEGIN
     PERFORM statesman._check_sink_timeout(o.sink_options, o.lease_ttl);
     -- Whoever alters an outbox answers for its connection from then on, whatever they change.
     o.changed_by := statesman._calling_role();
-    PERFORM statesman._check_sink_role(o.sink, o.sink_options, o.changed_by);
+    PERFORM statesman._check_sink_role(o.sink, o.sink_options, o.changed_by,
+        o.sink = before.sink AND o.sink_options = before.sink_options);
     UPDATE statesman.outboxes x
     SET sink = o.sink, sink_options = o.sink_options, root = o.root, batch_size = o.batch_size,
         poll_interval = o.poll_interval, require_lease = o.require_lease, lease_ttl = o.lease_ttl,

@@ -185,6 +185,14 @@ SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p', 'postgres'
   '{"conninfo": "host=x", "password_required": "no"}')$$);
 SELECT statesman.create_outbox('p-waived', 'postgres',
   '{"conninfo": "host=127.0.0.1 dbname=shop", "password_required": false}');
+-- A superuser's waiver survives another role's alter of other settings, not of the options.
+SET ROLE sinks_owner;
+SELECT statesman.alter_outbox('p-waived', batch_size => 9);
+SELECT * FROM public.sink_error($$SELECT statesman.alter_outbox('p-waived',
+  sink_options => '{"conninfo": "host=127.0.0.1 dbname=postgres user=postgres", "password_required": false}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.alter_outbox('p-waived',
+  sink_options => '{"conninfo": "host=127.0.0.1 dbname=postgres user=postgres"}')$$);
+RESET ROLE;
 SELECT statesman.create_outbox('p-waived-not', 'postgres',
   '{"conninfo": "host=127.0.0.1 dbname=shop", "password_required": true}');
 -- A superuser role that registers an outbox, then loses superuser, then is dropped.
