@@ -14,7 +14,11 @@
 // COMMIT went unanswered is sent again, where the remote table deduplicates it.
 //
 // The conninfo's password never leaves this file: messages name the target by host, port and
-// database only, and libpq's and the server's texts are redacted.
+// database only, and libpq's and the server's texts are redacted (the password, and every part
+// of the conninfo that is not a known keyword or the value of one without secrets).
+//
+// An outbox of a role that is not a superuser connects only with its conninfo's password, and
+// only when the server asked for it (postgres_fdw's password_required; see CheckOptions).
 //
 // Not thread-safe: one PostgresSink is used by one thread at a time (its dispatcher's).
 #include <libpq-fe.h>
