@@ -124,7 +124,11 @@ CREATE TABLE statesman.outboxes (
     payload_content_type       text,
     enabled                    boolean NOT NULL,
     created_at                 timestamptz NOT NULL DEFAULT pg_catalog.now(),
-    updated_at                 timestamptz NOT NULL DEFAULT pg_catalog.now()
+    updated_at                 timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    -- The role that created the outbox or last altered it (statesman._calling_role()); NULL:
+    -- unknown (an outbox from before 0.4.0). The postgres sink's password rule is judged by it
+    -- at every connection (statesman._sink_options_to_use).
+    changed_by                 name
 );
 
 -- What the dispatcher of each outbox is doing: failures, totals, its process. Bounded: one row

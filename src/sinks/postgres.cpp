@@ -14,7 +14,11 @@
 // COMMIT went unanswered is sent again, where the remote table deduplicates it.
 //
 // The conninfo's password never leaves this file: messages name the target by host, port and
-// database only, and libpq's and the server's texts are redacted.
+// database only, and libpq's and the server's texts are redacted (the password, and every part
+// of the conninfo that is not a known keyword or the value of one without secrets).
+//
+// An outbox of a role that is not a superuser connects only with its conninfo's password, and
+// only when the server asked for it (postgres_fdw's password_required; see CheckOptions).
 //
 // Not thread-safe: one PostgresSink is used by one thread at a time (its dispatcher's).
 #include <libpq-fe.h>
@@ -69,6 +73,147 @@ bool IsConninfoKeyword(const std::string &word) {
     return all;
   }();
   return std::find(keywords.begin(), keywords.end(), word) != keywords.end();
+}
+
+// Keywords whose values are secrets: never shown, whatever the form.
+bool IsSecretKeyword(const std::string &word) { return word == "password" || word == "sslpassword"; }
+
+// A keyword whose value may be shown: one of libpq's, and not a secret.
+bool IsSafeKeyword(const std::string &word) { return IsConninfoKeyword(word) && !IsSecretKeyword(word); }
+
+// The words of `text` between white space and "=", as libpq cuts a keyword/value conninfo
+// when it quotes a part that it could not read ("missing \"=\" after \"…\"").
+std::vector<std::string> Pieces(const std::string &text) {
+  std::vector<std::string> out;
+  std::string piece;
+  for (char c : text) {
+    if (std::isspace(static_cast<unsigned char>(c)) || c == '=') {
+      if (!piece.empty()) out.push_back(piece);
+      piece.clear();
+    } else {
+      piece += c;
+    }
+  }
+  if (!piece.empty()) out.push_back(piece);
+  return out;
+}
+
+// Every part of `conninfo` that is not a known libpq keyword or the value of a keyword that
+// holds no secret (host, port, dbname, user, sslmode, …): the values of password and
+// sslpassword, every part of an unknown (e.g. misspelled) keyword, and everything from the
+// first place the conninfo stops being well formed (`passwordSECRET` without "=", an
+// unterminated quote, a URI parameter without "=", a URI port that is not a number, which is
+// what a password becomes when the "@" is missing). A value is returned whole (its pieces would
+// be short strings that the redaction would find in unrelated words); what follows the place
+// where a keyword/value conninfo stops being well formed is returned word by word, as libpq
+// quotes it.
+std::vector<std::string> UnsafeTokens(const std::string &conninfo) {
+  std::vector<std::string> unsafe;
+  auto add = [&unsafe](const std::string &s) {
+    if (!s.empty()) unsafe.push_back(s);
+  };
+  auto add_rest = [&](const std::string &rest) {
+    for (const std::string &p : Pieces(rest))
+      if (!IsSafeKeyword(p)) add(p);
+  };
+  const size_t n = conninfo.size();
+  auto space = [&conninfo](size_t i) { return std::isspace(static_cast<unsigned char>(conninfo[i])) != 0; };
+
+  for (const char *scheme : {"postgresql://", "postgres://"}) {
+    const size_t len = std::strlen(scheme);
+    if (conninfo.compare(0, len, scheme) != 0) continue;
+    // libpq: user[:password]@ when an "@" comes before the first "/".
+    size_t at = conninfo.find_first_of("@/", len), host_from = len;
+    if (at != std::string::npos && conninfo[at] == '@') {
+      std::string userinfo = conninfo.substr(len, at - len);
+      size_t colon = userinfo.find(':');
+      if (colon != std::string::npos) add(userinfo.substr(colon + 1));
+      host_from = at + 1;
+    }
+    size_t host_end = std::min(conninfo.find_first_of("/?", host_from), n);
+    std::string hosts = conninfo.substr(host_from, host_end - host_from);
+    for (size_t from = 0; from <= hosts.size();) {
+      size_t comma = std::min(hosts.find(',', from), hosts.size());
+      std::string item = hosts.substr(from, comma - from);
+      size_t port_at = item[0] == '[' ? item.find(']') : 0;
+      if (port_at == std::string::npos) {
+        add(item);  // an unterminated IPv6 address
+      } else {
+        size_t colon = item.find(':', port_at);
+        if (colon != std::string::npos) {
+          std::string port = item.substr(colon + 1);
+          if (port.find_first_not_of("0123456789") != std::string::npos) add(port);
+        } else if (port_at > 0 && port_at + 1 < item.size()) {
+          add(item.substr(port_at + 1));
+        }
+      }
+      from = comma + 1;
+    }
+    size_t query = conninfo.find('?', host_end);
+    if (query == std::string::npos) return unsafe;
+    for (size_t from = query + 1; from <= n;) {
+      size_t amp = std::min(conninfo.find('&', from), n);
+      std::string param = conninfo.substr(from, amp - from);
+      size_t eq = param.find('=');
+      if (eq == std::string::npos || param.find('=', eq + 1) != std::string::npos) {
+        add(param);
+      } else {
+        std::string key = PercentDecode(param.substr(0, eq)), value = param.substr(eq + 1);
+        if (!IsConninfoKeyword(key) && key != "ssl") add(param.substr(0, eq));
+        if (!IsSafeKeyword(key) && key != "ssl") {
+          add(value);
+          add(PercentDecode(value));
+        }
+      }
+      from = amp + 1;
+    }
+    return unsafe;
+  }
+
+  // keyword = value pairs, read as libpq's conninfo_parse reads them.
+  for (size_t i = 0; i < n;) {
+    while (i < n && space(i)) i++;
+    if (i >= n) break;
+    size_t key_from = i;
+    while (i < n && !space(i) && conninfo[i] != '=') i++;
+    std::string key = conninfo.substr(key_from, i - key_from);
+    while (i < n && space(i)) i++;
+    if (i >= n || conninfo[i] != '=') {
+      add_rest(conninfo.substr(key_from));
+      break;
+    }
+    i++;
+    while (i < n && space(i)) i++;
+    std::string raw, value;
+    bool closed = true;
+    if (i < n && conninfo[i] == '\'') {
+      closed = false;
+      for (i++; i < n; i++) {
+        if (conninfo[i] == '\\' && i + 1 < n) {
+          raw += conninfo[i++];
+        } else if (conninfo[i] == '\'') {
+          closed = true;
+          i++;
+          break;
+        }
+        raw += conninfo[i];
+        value += conninfo[i];
+      }
+    } else {
+      for (; i < n && !space(i); i++) {
+        if (conninfo[i] == '\\' && i + 1 < n) raw += conninfo[i++];
+        raw += conninfo[i];
+        value += conninfo[i];
+      }
+    }
+    if (!IsConninfoKeyword(key)) add(key);
+    if (!closed || !IsSafeKeyword(key)) {
+      add(raw);
+      add(value);
+    }
+    if (!closed) break;
+  }
+  return unsafe;
 }
 
 }  // namespace
@@ -130,7 +275,30 @@ std::vector<std::string> PasswordCandidates(const std::string &conninfo) {
     size_t colon = conninfo.find(':', len);
     if (colon < end) add(conninfo.substr(colon + 1, end - colon - 1));
   }
+  for (const std::string &t : UnsafeTokens(conninfo)) found.push_back(t);
   return found;
+}
+
+// libpq's complaint about a conninfo it could not read quotes the parts it could not read
+// ("missing \"=\" after \"…\"", "invalid URI query parameter: \"…\"", the whole URI):
+// every quoted part is redacted unless it is a known keyword or one of the complaint's own
+// quoted characters.
+std::string RedactQuoted(const std::string &text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    size_t open = text.find('"', i);
+    size_t close = open == std::string::npos ? std::string::npos : text.find('"', open + 1);
+    if (close == std::string::npos) {
+      out += text.substr(i);
+      break;
+    }
+    std::string quoted = text.substr(open + 1, close - open - 1);
+    bool keep = IsConninfoKeyword(quoted) || quoted == "=" || quoted == ":" || quoted == "/" || quoted == "]" ||
+                quoted == "********";
+    out += text.substr(i, open + 1 - i) + (keep ? quoted : std::string("********")) + "\"";
+    i = close + 1;
+  }
+  return out;
 }
 
 // Redacts every secret in `text`, longest first (so no part of a longer one survives).
@@ -168,7 +336,8 @@ ConninfoOptions ParseConninfo(const std::string &conninfo) {
   if (!options) {
     std::string why = message ? OneLine(message) : "out of memory";
     PQfreemem(message);
-    Invalid("option \"conninfo\" is not a valid connection string: " + RedactAll(why, PasswordCandidates(conninfo)),
+    Invalid("option \"conninfo\" is not a valid connection string: " +
+                RedactQuoted(RedactAll(why, PasswordCandidates(conninfo))),
             "Use libpq's keyword/value form (\"host=… port=… dbname=… user=…\") or a postgresql:// URI.");
   }
   return options;
@@ -277,8 +446,21 @@ constexpr const char *kTableStateSql =
 
 // ---- options ----------------------------------------------------------------------------------
 
+// The password rule of postgres_fdw (its check_conn_params and connect_pg_server): the sink
+// connects as the server's OS user, whom trust, peer or a password file may let in as any role,
+// a superuser included. So an outbox last created or altered by a role that is not a superuser
+// must give a password in its conninfo, and the server must have asked for it. A superuser may
+// waive the rule for an outbox with "password_required": false. statesman._check_sink_role
+// applies it at create_outbox and alter_outbox; the dispatcher passes the rule's verdict for the
+// outbox's current role as "password_required" to every connection (statesman._sink_options_to_use).
+constexpr const char *kPasswordRequired = "password_required";
+constexpr const char *kPasswordHint =
+    "Give the remote role's password in the conninfo and have the remote server ask for it "
+    "(scram-sha-256 or md5 in pg_hba.conf), or have a superuser create or alter the outbox, "
+    "or set sink option \"password_required\" to false.";
+
 std::string CheckOptions(const std::string &options_json) {
-  nlohmann::json o = ParseOptions(kSinkName, options_json, {"conninfo", "table", "timeout_ms"});
+  nlohmann::json o = ParseOptions(kSinkName, options_json, {"conninfo", "table", "timeout_ms", kPasswordRequired});
   nlohmann::json out = nlohmann::json::object();
   auto conninfo = StringOption(kSinkName, o, "conninfo");
   if (!conninfo)
@@ -291,7 +473,22 @@ std::string CheckOptions(const std::string &options_json) {
   out["table"] = table;
   // Without timeout_ms, the dispatcher gives each call 5 s, or half the lease when that is less.
   if (auto t = IntOption(kSinkName, o, "timeout_ms", 1, 3600000)) out["timeout_ms"] = *t;
+  // Stored only when waived (true is the rule); who may waive it is checked in SQL.
+  if (auto it = o.find(kPasswordRequired); it != o.end()) {
+    if (it->is_null())
+      throw Error(sqlstate::kNullValueNotAllowed, "sink \"postgres\": option \"password_required\" must not be null");
+    if (!it->is_boolean()) Invalid("option \"password_required\" must be true or false");
+    if (!it->get<bool>()) out[kPasswordRequired] = false;
+  }
   return out.dump();
+}
+
+// Whether the conninfo of checked options gives a password (not empty) of its own.
+bool GivesPassword(const std::string &options_json) {
+  nlohmann::json o = nlohmann::json::parse(options_json, nullptr, false);
+  if (!o.is_object() || !o.contains("conninfo") || !o["conninfo"].is_string()) return false;
+  ConninfoOptions parsed = ParseConninfo(o["conninfo"].get<std::string>());
+  return ConninfoValue(parsed.get(), "password").has_value();
 }
 
 // ---- the sink ---------------------------------------------------------------------------------
@@ -344,6 +541,8 @@ class PostgresSink : public Sink {
   }
 
   std::string conninfo_;
+  bool password_required_ = true;  // the connection must have used the conninfo's password
+  bool gives_password_ = false;    // the conninfo has a password
   TableName name_;
   std::string target_;  // "schema"."table", quoted
   std::vector<std::string> secrets_;
@@ -367,9 +566,16 @@ PostgresSink::PostgresSink(const std::string &options_json) {
   conninfo_ = o.at("conninfo").get<std::string>();
   name_ = CheckedTableName(o.value("table", std::string(kDefaultTable)));
   target_ = QuoteIdentifier(name_.schema) + "." + QuoteIdentifier(name_.table);
+  // Absent means required: only an explicit false, which the dispatcher passes when the rule
+  // does not apply to the outbox, lets a connection log in without the conninfo's password.
+  password_required_ = !(o.contains(kPasswordRequired) && o[kPasswordRequired].is_boolean() &&
+                         !o[kPasswordRequired].get<bool>());
   secrets_ = PasswordCandidates(conninfo_);
   ConninfoOptions parsed = ParseConninfo(conninfo_);
-  if (auto password = ConninfoValue(parsed.get(), "password")) secrets_.push_back(*password);
+  if (auto password = ConninfoValue(parsed.get(), "password")) {
+    secrets_.push_back(*password);
+    gives_password_ = true;
+  }
   auto host = ConninfoValue(parsed.get(), "host");
   if (!host) host = ConninfoValue(parsed.get(), "hostaddr");
   where_ = Where(host, ConninfoValue(parsed.get(), "port"), ConninfoValue(parsed.get(), "dbname"));
@@ -418,6 +624,10 @@ void PostgresSink::Wait(bool read, bool write, const Budget &b, const char *doin
 
 void PostgresSink::Connect(const Budget &b) {
   Drop();
+  // Checked before libpq could fall back on a password file or PGPASSWORD of the server's user.
+  if (password_required_ && !gives_password_)
+    Fail(std::string("password is required (SQLSTATE 2F003): the outbox was last created or altered by a role "
+                     "that is not a superuser, and its conninfo gives no password. ") + kPasswordHint);
   // fallback_application_name: 'statesman' unless the conninfo names one.
   const char *keywords[] = {"fallback_application_name", "dbname", nullptr};
   const char *values[] = {"statesman", conninfo_.c_str(), nullptr};
@@ -433,6 +643,14 @@ void PostgresSink::Connect(const Budget &b) {
     Wait(st == PGRES_POLLING_READING, st == PGRES_POLLING_WRITING, b, "connecting");
   }
   Describe();
+  // postgres_fdw's second half: the server must have asked for the password. A connection that
+  // got in by trust, peer, ident or a certificate is closed before it runs anything.
+  if (password_required_ && !PQconnectionUsedPassword(conn_.get())) {
+    Drop();
+    Fail(std::string("password is required (SQLSTATE 2F003): the outbox was last created or altered by a role "
+                     "that is not a superuser, and the server did not ask for the conninfo's password. ") +
+         kPasswordHint);
+  }
   if (const char *password = PQpass(conn_.get()); password && *password &&
       std::find(secrets_.begin(), secrets_.end(), password) == secrets_.end())
     secrets_.push_back(password);  // e.g. from a password file
@@ -679,6 +897,6 @@ std::unique_ptr<Sink> Open(const std::string &options_json) { return std::make_u
 }  // namespace
 
 extern const SinkType kPostgresSink;
-const SinkType kPostgresSink = {"postgres", false, CheckOptions, Open};
+const SinkType kPostgresSink = {"postgres", false, CheckOptions, Open, GivesPassword};
 
 }  // namespace statesman::sink

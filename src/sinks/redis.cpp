@@ -35,6 +35,11 @@ std::string CheckOptions(const std::string &options_json) {
   out["host"] = StringOption("redis", o, "host").value_or("127.0.0.1");
   out["port"] = IntOption("redis", o, "port", 1, 65535).value_or(6379);
   out["db"] = IntOption("redis", o, "db", 0, 1000000).value_or(0);
+  // A null password is refused rather than read as "no password": a password that a template
+  // or a function left NULL would otherwise log in without one, where the server allows it.
+  if (auto it = o.find("password"); it != o.end() && it->is_null())
+    throw Error(sqlstate::kNullValueNotAllowed, "sink \"redis\": option \"password\" must not be null",
+                "Leave the option out for a server without a password.");
   if (auto p = StringOption("redis", o, "password")) out["password"] = *p;
   out["key_prefix"] = StringOption("redis", o, "key_prefix").value_or("statesman");
   out["stream"] = StringOption("redis", o, "stream").value_or("state-change");
@@ -378,6 +383,6 @@ std::unique_ptr<Sink> Open(const std::string &options_json) { return std::make_u
 }  // namespace
 
 extern const SinkType kRedisSink;
-const SinkType kRedisSink = {"redis", false, CheckOptions, Open};
+const SinkType kRedisSink = {"redis", false, CheckOptions, Open, nullptr};
 
 }  // namespace statesman::sink

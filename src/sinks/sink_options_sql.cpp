@@ -1,6 +1,7 @@
 // SQL entry points of the sink registry (src/sinks/sink_types.cpp):
 //   statesman._known_sinks() → text[]
 //   statesman._check_sink_options(sink, options jsonb) → jsonb with defaults filled in
+//   statesman._sink_gives_password(sink, options jsonb) → boolean (NULL: no password rule)
 #include "statesman/pg/guard.hpp"
 
 extern "C" {
@@ -12,6 +13,7 @@ extern "C" {
 
 PG_FUNCTION_INFO_V1(statesman_known_sinks);
 PG_FUNCTION_INFO_V1(statesman_check_sink_options);
+PG_FUNCTION_INFO_V1(statesman_sink_gives_password);
 }
 
 #include <string>
@@ -44,5 +46,24 @@ extern "C" Datum statesman_check_sink_options(PG_FUNCTION_ARGS) {
     std::string checked = type->check_options(options);
     const char *text = checked.c_str();
     return pg::Call([&] { return DirectFunctionCall1(jsonb_in, CStringGetDatum(text)); });
+  });
+}
+
+// Whether checked options give a password of their own (SinkType::gives_password); NULL for a
+// sink the password rule does not apply to.
+extern "C" Datum statesman_sink_gives_password(PG_FUNCTION_ARGS) {
+  using namespace statesman;
+  return pg::Invoke([&] {
+    char *name = pg::Call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
+    char *options = pg::Call([&] {
+      Jsonb *j = PG_GETARG_JSONB_P(1);
+      return JsonbToCString(nullptr, &j->root, VARSIZE(j));
+    });
+    const sink::SinkType *type = sink::FindSink(name);
+    if (type == nullptr || type->gives_password == nullptr) {
+      fcinfo->isnull = true;
+      return Datum(0);
+    }
+    return BoolGetDatum(type->gives_password(options));
   });
 }

@@ -6,6 +6,6 @@
 namespace statesman::sink {
 
 extern const SinkType kTableSink;
-const SinkType kTableSink = {"table", true, nullptr, nullptr};
+const SinkType kTableSink = {"table", true, nullptr, nullptr, nullptr};
 
 }  // namespace statesman::sink

@@ -48,7 +48,7 @@ const std::string kAwaitSequencerSql =
 // checked (statesman._outbox_millis); false when it does not exist.
 bool LoadSettings(const std::string &outbox_id, OutboxSettings *s) {
   std::vector<Row> rows = Query(
-      "SELECT o.sink, o.sink_options::text, o.enabled, o.require_lease, o.batch_size, "
+      "SELECT o.sink, statesman._sink_options_to_use(o)::text, o.enabled, o.require_lease, o.batch_size, "
       "  m.poll_interval, m.lease_ttl, m.lease_renew_interval, m.min_retry_delay, m.max_retry_delay, "
       "  o.skip_poison_after_attempts "
       "FROM statesman.outboxes o CROSS JOIN LATERAL statesman._outbox_millis(o) m WHERE o.outbox_id = $1",

@@ -83,6 +83,10 @@ SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '
                                 'hunter2-r');
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"password": 12345}')$$);
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"password": ""}')$$);
+-- A null password is refused (22004), not stored as "no password".
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"password": null}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.alter_outbox('r-all', sink_options => '{"password": null}')$$);
+SELECT sink_options ? 'password' AS password_kept FROM statesman.outboxes WHERE outbox_id = 'r-all';
 
 --
 -- postgres
@@ -116,6 +120,109 @@ SELECT (e).nothing_written, (e).secret_shown, (e).result LIKE '22023: %' AS is_2
 SELECT (e).nothing_written, (e).secret_shown, (e).result
   FROM (SELECT public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
           '{"conninfo": "postgresql://u:hunter2-p%zz@x/db"}')$$, 'hunter2-p') e) x;
+
+-- Every part of a malformed conninfo that is not a known keyword is redacted in libpq's
+-- complaint: a password run into its keyword (no "="), in either form, a misspelled keyword
+-- and its value, a URI parameter that is not a keyword.
+SELECT (e).nothing_written, (e).secret_shown, (e).result
+  FROM (SELECT public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
+          '{"conninfo": "host=x passwordhunter2-p"}')$$, 'hunter2-p') e) x;
+SELECT (e).nothing_written, (e).secret_shown, (e).result
+  FROM (SELECT public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
+          '{"conninfo": "postgresql://u@x/db?passwordhunter2-p"}')$$, 'hunter2-p') e) x;
+SELECT (e).nothing_written, (e).secret_shown, (e).result
+  FROM (SELECT public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
+          '{"conninfo": "postgresql://u@x/db?sslmode=disable&hunter2-p=1"}')$$, 'hunter2-p') e) x;
+SELECT (e).nothing_written, (e).secret_shown, (e).result
+  FROM (SELECT public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
+          '{"conninfo": "host=x pasword=hunter2-p"}')$$, 'pasword') e) x;
+SELECT (e).nothing_written, (e).secret_shown, (e).result
+  FROM (SELECT public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
+          '{"conninfo": "host=x password=''hunter2-p dbname=db"}')$$, 'hunter2-p') e) x;
+-- A URI whose "@" is missing parses (libpq reads the password as the port); the failed
+-- connection's complaint about that port is redacted in last_error.
+SELECT statesman.create_outbox('p-noat', 'postgres', '{"conninfo": "postgresql://u:hunter2-p/db"}');
+SELECT published FROM statesman.dispatch_once('p-noat');
+SELECT attempts, last_error LIKE '%hunter2%' AS secret_shown, last_error
+  FROM statesman.outbox_status WHERE outbox_id = 'p-noat';
+SELECT statesman.drop_outbox('p-noat');
+
+--
+-- The password rule (postgres_fdw's password_required): a role that is not a
+-- superuser must give a password in the conninfo (2F003), may not waive the
+-- rule (42501), and answers for the outbox once it alters it; superusers may.
+--
+CREATE ROLE sinks_owner LOGIN;
+GRANT EXECUTE ON FUNCTION statesman.create_outbox(text, text, jsonb, text, integer, interval, boolean,
+    interval, interval, interval, interval, integer, text, text, boolean) TO sinks_owner;
+GRANT EXECUTE ON FUNCTION statesman.alter_outbox(text, text, jsonb, text, integer, interval, boolean,
+    interval, interval, interval, interval, integer, text, text, boolean) TO sinks_owner;
+SET ROLE sinks_owner;
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p-user', 'postgres',
+  '{"conninfo": "host=127.0.0.1 dbname=postgres user=postgres"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p-user', 'postgres',
+  '{"conninfo": "postgresql://postgres@127.0.0.1/postgres"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p-user', 'postgres',
+  '{"conninfo": "host=127.0.0.1 user=postgres password=''''"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p-user', 'postgres',
+  '{"conninfo": "host=127.0.0.1 user=postgres password=x", "password_required": false}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p-user', 'postgres',
+  '{"conninfo": "host=127.0.0.1 user=postgres"}', enabled => false)$$);
+-- Altering a superuser's outbox without a password, even only its batch size.
+SELECT * FROM public.sink_error($$SELECT statesman.alter_outbox('p-defaults', batch_size => 7)$$);
+SELECT * FROM public.sink_error($$SELECT statesman.alter_outbox('p-defaults',
+  sink_options => '{"conninfo": "host=127.0.0.1 dbname=postgres user=postgres"}')$$);
+-- With a password of its own it may; so may sinks without the rule.
+SELECT statesman.create_outbox('p-user', 'postgres',
+  '{"conninfo": "host=127.0.0.1 dbname=shop user=shop password=s3cr3t-u"}');
+SELECT statesman.create_outbox('p-user-uri', 'postgres', '{"conninfo": "postgresql://shop:s3cr3t-u@127.0.0.1/shop"}');
+SELECT statesman.create_outbox('r-user', 'redis');
+SELECT statesman.create_outbox('t-user');
+RESET ROLE;
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
+  '{"conninfo": "host=x", "password_required": null}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('p', 'postgres',
+  '{"conninfo": "host=x", "password_required": "no"}')$$);
+SELECT statesman.create_outbox('p-waived', 'postgres',
+  '{"conninfo": "host=127.0.0.1 dbname=shop", "password_required": false}');
+-- A superuser's waiver survives another role's alter of other settings, not of the options.
+SET ROLE sinks_owner;
+SELECT statesman.alter_outbox('p-waived', batch_size => 9);
+SELECT * FROM public.sink_error($$SELECT statesman.alter_outbox('p-waived',
+  sink_options => '{"conninfo": "host=127.0.0.1 dbname=postgres user=postgres", "password_required": false}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.alter_outbox('p-waived',
+  sink_options => '{"conninfo": "host=127.0.0.1 dbname=postgres user=postgres"}')$$);
+RESET ROLE;
+SELECT statesman.create_outbox('p-waived-not', 'postgres',
+  '{"conninfo": "host=127.0.0.1 dbname=shop", "password_required": true}');
+-- A superuser role that registers an outbox, then loses superuser, then is dropped.
+CREATE ROLE sinks_admin SUPERUSER;
+SET ROLE sinks_admin;
+SELECT statesman.create_outbox('p-admin', 'postgres', '{"conninfo": "host=127.0.0.1 dbname=shop"}');
+RESET ROLE;
+-- What each outbox records, and the rule's verdict a dispatcher connects with.
+SELECT outbox_id, CASE WHEN changed_by = session_user THEN '(session user)' ELSE changed_by END AS changed_by,
+       sink_options->'password_required' AS stored,
+       statesman._sink_options_to_use(o)->'password_required' AS required
+  FROM statesman.outboxes o WHERE outbox_id ~ '^(p-|r-user|t-user)' ORDER BY outbox_id;
+ALTER ROLE sinks_admin NOSUPERUSER;
+SELECT statesman._sink_options_to_use(o)->'password_required' AS required_after_nosuperuser
+  FROM statesman.outboxes o WHERE outbox_id = 'p-admin';
+DROP ROLE sinks_admin;
+SELECT statesman._sink_options_to_use(o)->'password_required' AS required_after_drop
+  FROM statesman.outboxes o WHERE outbox_id = 'p-admin';
+-- A superuser's alter makes a non-superuser's outbox the superuser's.
+SELECT statesman.alter_outbox('p-user', batch_size => 5);
+SELECT changed_by = session_user AS by_session_user, statesman._sink_options_to_use(o)->'password_required' AS required
+  FROM statesman.outboxes o WHERE outbox_id = 'p-user';
+SELECT statesman.drop_outbox(o.outbox_id) FROM statesman.outboxes o
+  WHERE outbox_id IN ('p-user', 'p-user-uri', 'r-user', 't-user', 'p-waived', 'p-waived-not', 'p-admin')
+  ORDER BY o.outbox_id;
+REVOKE ALL ON FUNCTION statesman.create_outbox(text, text, jsonb, text, integer, interval, boolean,
+    interval, interval, interval, interval, integer, text, text, boolean) FROM sinks_owner;
+REVOKE ALL ON FUNCTION statesman.alter_outbox(text, text, jsonb, text, integer, interval, boolean,
+    interval, interval, interval, interval, integer, text, text, boolean) FROM sinks_owner;
+DROP ROLE sinks_owner;
 
 --
 -- Switching sinks: a new sink starts from its own defaults; back to `table`

@@ -85,6 +85,10 @@ struct SinkType {
   std::string (*check_options)(const std::string &options_json);
   // Opens a sink on options that check_options returned. Does no I/O: Publish connects.
   std::unique_ptr<Sink> (*open)(const std::string &options_json);
+  // For a sink that logs in with the server's OS identity (libpq: trust, peer, a password
+  // file): whether the options carry a password of their own, which an outbox of a
+  // non-superuser must give (postgres_fdw's password_required). nullptr: the rule does not apply.
+  bool (*gives_password)(const std::string &options_json);
 };
 
 // Every sink this build knows, `table` first.
