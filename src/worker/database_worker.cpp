@@ -38,15 +38,17 @@ struct Supervision {
 };
 
 // Holders of the sequencer key and of each outbox's lease and page keys that are not one of
-// this database's statesman workers: pid, backend start, which lock, its outbox, the grace
+// this database's statesman workers, and of address keys held outside any transaction: pid,
+// backend start, which lock, its outbox, the grace
 // (the outbox's lease_ttl; for the sequencer the shortest lease_ttl of an enabled outbox, 30 s
 // without one), whether the session is idle (it holds the key at session level, which no
 // statesman function does outside the workers), its transaction's age, who it is.
 constexpr const char *kForeignHoldersSql =
     "WITH s AS (SELECT statesman._lock_space('sequencer') AS seq, statesman._lock_space('lease') AS lease, "
-    "                  statesman._lock_space('page') AS page) "
+    "                  statesman._lock_space('page') AS page, statesman._lock_space('address') AS addr) "
     "SELECT k.pid, a.backend_start::text, "
-    "       CASE k.classid::bigint WHEN s.seq THEN 'sequencer' WHEN s.lease THEN 'lease' ELSE 'page' END, "
+    "       CASE k.classid::bigint WHEN s.seq THEN 'sequencer' WHEN s.lease THEN 'lease' "
+    "                              WHEN s.addr THEN 'address' ELSE 'page' END, "
     "       o.outbox_id, "
     "       COALESCE(statesman._millis(o.lease_ttl), "
     "                (SELECT min(statesman._millis(x.lease_ttl)) FROM statesman.outboxes x WHERE x.enabled), 30000), "
@@ -60,7 +62,8 @@ constexpr const char *kForeignHoldersSql =
     "     AND k.objid = statesman._lease_key(o.outbox_id)::oid "
     "WHERE k.locktype = 'advisory' AND k.granted AND k.objsubid = 2 "
     "  AND k.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database()) "
-    "  AND ((k.classid::bigint = s.seq AND k.objid = 0) OR o.outbox_id IS NOT NULL) "
+    "  AND ((k.classid::bigint = s.seq AND k.objid = 0) OR o.outbox_id IS NOT NULL "
+    "       OR (k.classid::bigint = s.addr AND a.state IS NOT DISTINCT FROM 'idle')) "
     "  AND k.pid <> pg_catalog.pg_backend_pid() AND k.pid <> ALL ($1::integer[])";
 
 // The watchdog of foreign holders. pg_advisory_lock is open to every role, and statesman's
@@ -71,8 +74,11 @@ constexpr const char *kForeignHoldersSql =
 // their transaction) or in a transaction older than the grace, is terminated, with a WARNING
 // that names it. A statesman function that holds a key for a moment (read_feed's on-demand
 // sequencing, a dispatch_once page) is never seen that long; a transaction kept open after it
-// is judged as any other holder: it stops delivery all the same. Address keys are left alone:
-// an appending transaction holds its addresses until it ends, however long that is.
+// is judged as any other holder: it stops delivery all the same. An address key held inside a
+// transaction is left alone (an appending transaction holds its addresses until it ends, however
+// long that is); one held outside any transaction can only have been taken with
+// pg_advisory_lock, since appends take address keys for their transaction only, and blocks
+// every append to that address: it is ended after the shortest lease_ttl like the sequencer's.
 void ExpireForeignHolders(Supervision *sup) {
   int pids[1024];
   int count = WorkerPids(MyDatabaseId, pids, 1024);
@@ -98,7 +104,9 @@ void ExpireForeignHolders(Supervision *sup) {
     int64 xact_ms = ToInt(h[6], 0);
     if (now - since < grace || !(idle || xact_ms >= grace) || terminated.count(pid) > 0) continue;
     terminated.insert(pid);
-    std::string what = lock == "sequencer" ? "the sequencer's lock" : "the " + lock + " lock of outbox \"" + outbox + "\"";
+    std::string what = lock == "sequencer" ? "the sequencer's lock"
+                       : lock == "address" ? "an address's lock"
+                                           : "the " + lock + " lock of outbox \"" + outbox + "\"";
     Log(LogLevel::kWarning,
         "statesman: terminating pid " + pid + " (role \"" + h[7].value_or("") + "\", application_name \"" +
             h[8].value_or("") + "\", client " + h[9].value_or("") + "): it held " + what + " for more than " +

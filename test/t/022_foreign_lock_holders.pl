@@ -8,6 +8,8 @@
 #   2. the lease key of a paused outbox: before the fix the outbox stayed `leading` for good
 #      after resume_outbox (the stuck-lease watchdog judged only transactions); now it delivers
 #      within the bound after the resume.
+#   3. the key of an address, outside any transaction: before, every append to that address
+#      waited for as long as the session lasted; now it waits at most about the shortest lease_ttl.
 # An application transaction that appended and stays open (it holds its address key) is left
 # alone: it holds back only its own records.
 
@@ -100,6 +102,31 @@ $log = slurp_file($node->logfile, $log_offset);
 like($log, qr/statesman: terminating pid $lease_pid \(role "intruder", application_name "intruder-app", client [^)]*\): it held the lease lock of outbox "paused"/,
 	'the log names the terminated lease holder');
 $lease->{h}->kill_kill;
+
+# 3. An address's key, held outside any transaction (appends take it for their transaction
+# only): appends to that address wait for at most about the shortest lease_ttl.
+my $key = query(q{
+	BEGIN;
+	SELECT FROM statesman.append('feed', 'c', '{"n": 3}');
+	SELECT (objid::bigint - CASE WHEN objid::bigint > 2147483647 THEN 4294967296 ELSE 0 END)
+	  FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'
+	   AND classid::bigint = statesman._lock_space('address') AND objsubid = 2;
+	COMMIT;});
+($key) = $key =~ /(-?\d+)\s*$/;
+ok(defined $key, 'an append holds its address key for its transaction');
+$log_offset = -s $node->logfile;
+my ($addr, $addr_pid) = hold('intruder', "SELECT pg_advisory_lock(1398033742, $key);");
+$t0 = time;
+query(q{SET statement_timeout = '30s'; SELECT FROM statesman.append('feed', 'c', '{"n": 4}')});
+$took = time - $t0;
+ok($took <= $ttl + $poll + $slack,
+	"an append to an address whose key a role without grants holds outside a transaction waits at most lease_ttl + poll_interval (+${slack}s)"
+) or diag("took $took s");
+note sprintf('address key: the append waited %.2f s (shortest lease_ttl %d s)', $took, $ttl);
+$log = slurp_file($node->logfile, $log_offset);
+like($log, qr/statesman: terminating pid $addr_pid \(role "intruder", application_name "intruder-app", client [^)]*\): it held an address's lock/,
+	'the log names the terminated holder of the address key');
+$addr->{h}->kill_kill;
 
 # The open writer was never terminated, though it held its address key all along.
 is(query("SELECT count(*) FROM pg_stat_activity WHERE pid = $writer_pid"), '1',
