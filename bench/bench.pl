@@ -22,6 +22,8 @@ BEGIN
 	open $Bench::Run::ERR, '>&', \*STDERR or die "cannot dup stderr: $!";
 	$Bench::Run::OUT->autoflush(1);
 	$Bench::Run::ERR->autoflush(1);
+	# It also resets the locale variables; initdb takes the invoker's, as before.
+	%Bench::Run::LOCALE = map { $_ => $ENV{$_} } grep { defined $ENV{$_} } qw(LC_ALL LC_MESSAGES);
 }
 
 use FindBin;
@@ -38,6 +40,8 @@ use Test::More ();
 
 # A stop by signal runs the END blocks too (clusters, redis-server, pgqd).
 $SIG{INT} = $SIG{TERM} = sub { die "bench: interrupted\n" };
+# An error of this program goes to the original stderr, not to PostgreSQL::Test::Utils's log.
+$SIG{__DIE__} = sub { print {$Bench::Run::ERR} $_[0] unless $^S; };
 Test::More->builder->no_ending(1);
 
 my $huge = 'try';
@@ -46,6 +50,9 @@ for (@ARGV)
 	if (/^--huge-pages=(on|try)$/) { $huge = $1; }
 	else { die "usage: bench/bench.pl --huge-pages=on|try\n"; }
 }
+
+delete $ENV{LC_MESSAGES};
+%ENV = (%ENV, %Bench::Run::LOCALE);
 
 my $s = from_env();
 my $b = Bench::Run->new($s);

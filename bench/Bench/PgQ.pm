@@ -400,24 +400,18 @@ sub latency_setting
 	$b->q("SELECT pgq.set_queue_config('bench_live', 'ticker_max_count', '$max_count');\nUPDATE bench.pgq_ctl SET stop = false");
 	pgqd_start($b, $label, $period);
 	my $clog = $b->dir . "/pgq-consumer-$label.log";
-	my $consumer;
-	{
-		local $ENV{PGOPTIONS} = '-c synchronous_commit=off';
-		$consumer = IPC::Run::start(
-			[ 'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', $R->{pgq}{consumer_script} ],
-			'<', \'', '>', $clog, '2>&1');
-	}
+	my $consumer = $b->spawn($clog, '-c synchronous_commit=off',
+		'psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-f', $R->{pgq}{consumer_script});
 	# Unmeasured: connections, plans, the first ticks.
 	$b->pgbench(file => $R->{pgq}{live_script}, clients => $s->{clients}, rate => $s->{lat_rate},
 		secs => 3, tolerate => 1);
 	$b->fail("bench: the PgQ consumer stopped:\n" . PostgreSQL::Test::Utils::slurp_file($clog))
-	  unless $consumer->pumpable;
+	  unless $b->running($consumer);
 	live_window($b, $R, "$label/$_") for 1 .. $s->{lat_windows};
 	windows_median($R->{pgq_lat}, $label, $s->{lat_windows});
 	$b->q('UPDATE bench.pgq_ctl SET stop = true');
-	$consumer->finish;
-	$b->fail("bench: the PgQ consumer failed:\n" . PostgreSQL::Test::Utils::slurp_file($clog))
-	  if $consumer->result;
+	$b->reap($consumer)
+	  or $b->fail("bench: the PgQ consumer failed:\n" . PostgreSQL::Test::Utils::slurp_file($clog));
 	pgqd_stop();
 	return;
 }

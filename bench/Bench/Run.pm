@@ -230,29 +230,62 @@ sub pgbench
 	return parse_pgbench($out);
 }
 
-# Starts pgbench in the background, its output into $log; returns a handle for pgbench_wait.
-sub pgbench_start
+# Starts @cmd in the background, stdin from /dev/null, stdout and stderr into $log, with
+# PGOPTIONS $options when given; returns a handle for running and reap.
+sub spawn
 {
-	my ($self, $log, %a) = @_;
-	local $ENV{PGOPTIONS} = "-c synchronous_commit=$a{sync}" if defined $a{sync};
-	my $h = IPC::Run::start([ _pgbench_cmd(%a) ], '<', \'', '>', $log, '2>&1');
-	return { h => $h, log => $log };
+	my ($self, $log, $options, @cmd) = @_;
+	my $pid = fork // die "cannot fork: $!";
+	if ($pid == 0)
+	{
+		$ENV{PGOPTIONS} = $options if defined $options;
+		open STDIN,  '<', '/dev/null';
+		open STDOUT, '>', $log;
+		open STDERR, '>&', \*STDOUT;
+		exec @cmd or POSIX::_exit(127);
+	}
+	return { pid => $pid, log => $log };
 }
 
+# True while a spawned process runs (it is reaped when it has ended).
 sub running
 {
 	my ($self, $p) = @_;
-	return $p->{h}->pumpable;
+	return 0 if defined $p->{status};
+	my $r = waitpid($p->{pid}, POSIX::WNOHANG());
+	return 1 if $r == 0;
+	$p->{status} = $r == $p->{pid} ? $? : -1;
+	return 0;
+}
+
+# Waits for a spawned process; true when it exited with 0.
+sub reap
+{
+	my ($self, $p) = @_;
+	if (!defined $p->{status})
+	{
+		my $r = waitpid($p->{pid}, 0);
+		$p->{status} = $r == $p->{pid} ? $? : -1;
+	}
+	return $p->{status} == 0;
+}
+
+# Starts pgbench in the background, its output into $log; returns a handle for running and
+# pgbench_wait.
+sub pgbench_start
+{
+	my ($self, $log, %a) = @_;
+	return $self->spawn($log, defined $a{sync} ? "-c synchronous_commit=$a{sync}" : undef,
+		_pgbench_cmd(%a));
 }
 
 # Waits for a background pgbench; its parsed output, or undef when it failed.
 sub pgbench_wait
 {
 	my ($self, $p) = @_;
-	$p->{h}->finish;
-	my $out = PostgreSQL::Test::Utils::slurp_file($p->{log});
-	return undef if $p->{h}->result;
-	return parse_pgbench($out);
+	my $ok = $self->reap($p);
+	return undef unless $ok;
+	return parse_pgbench(PostgreSQL::Test::Utils::slurp_file($p->{log}));
 }
 
 # ---- CPU accounting ----
