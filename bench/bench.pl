@@ -56,6 +56,7 @@ delete $ENV{LC_MESSAGES};
 
 my $s = from_env();
 my $b = Bench::Run->new($s);
+END { print {$Bench::Run::ERR} $b->failed_start if $? && $b; }
 my $R = {};
 
 sub loadavg

@@ -241,7 +241,7 @@ sub drain_measure
 {
 	my ($b, $R) = @_;
 	my $s = $b->s;
-	my $P = $R->{pgq};
+	my $P = $R->{pgq} //= {};
 	$P->{batches} = int(($s->{drain_records} + $BATCH - 1) / $BATCH);
 	$P->{n}       = $P->{batches} * $BATCH;
 	# A queue of its own; every consumer registered before the backlog, so each one drains all
@@ -433,7 +433,7 @@ CREATE TABLE bench.pgq_live (message_id text PRIMARY KEY, global_position bigint
 CREATE TABLE bench.pgq_ctl (stop boolean NOT NULL);
 INSERT INTO bench.pgq_ctl VALUES (false);
 SQL
-	my $P = $R->{pgq};
+	my $P = $R->{pgq} //= {};
 	$P->{live_table} = $b->q("SELECT queue_data_pfx FROM pgq.queue WHERE queue_name = 'bench_live'");
 	$P->{live_script} = $b->file('pgq-live.sql', Bench::Append::vars($b->s)
 		  . "\nSELECT pgq.insert_event('bench_live', 'acct/' || :id, ($Bench::Append::PAYLOAD)::text);\n");
@@ -462,7 +462,7 @@ sub summary
 {
 	my ($b, $R) = @_;
 	my $s = $b->s;
-	my $P = $R->{pgq};
+	my $P = $R->{pgq} //= {};
 	my $L = $R->{pgq_lat};
 	return (
 		'| 2 | PgQ\'s drain of ' . fmt_int($P->{n}) . " events in batches of $BATCH (rows rendered to text), events/s | — | "
@@ -478,7 +478,7 @@ sub report
 {
 	my ($b, $R) = @_;
 	my $s = $b->s;
-	my $P = $R->{pgq};
+	my $P = $R->{pgq} //= {};
 	my @o;
 	my $w = $s->{lat_windows};
 	push @o, '', '### PgQ: drain and commit → consumer latency', '',

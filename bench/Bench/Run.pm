@@ -81,13 +81,27 @@ sub _nproc
 sub start_cluster
 {
 	my ($self, $name, @settings) = @_;
+	# Where PostgreSQL::Test::Cluster logs the server: shown when the start fails (failed_start).
+	$self->{starting} = "$PostgreSQL::Test::Utils::log_path/bench_$name.log";
 	my $node = statesman_node(
 		$name,
 		join('', map { "$_\n" } "listen_addresses = '127.0.0.1'", 'fsync = on',
 			'wal_level = replica', 'max_wal_senders = 10', 'log_statement = none',
 			@settings),
 		extra => [ '-U', 'postgres' ]);
+	delete $self->{starting};
 	return $node;
+}
+
+# The end of the log of a server that did not start, if one did not (for the exit).
+sub failed_start
+{
+	my ($self) = @_;
+	my $log = $self->{starting} or return '';
+	return '' unless -e $log;
+	my @l = split /\n/, PostgreSQL::Test::Utils::slurp_file($log);
+	@l = @l[ -20 .. -1 ] if @l > 20;
+	return join("\n", "bench: the server did not start; the end of its log:", @l) . "\n";
 }
 
 # The bench's own cluster; the environment of psql and pgbench points at it.
