@@ -39,7 +39,7 @@ use Bench::Steady;
 use Test::More ();
 
 # A stop by signal runs the END blocks too (clusters, redis-server, pgqd).
-$SIG{INT} = $SIG{TERM} = sub { die "bench: interrupted\n" };
+$SIG{INT} = $SIG{TERM} = sub { $SIG{INT} = $SIG{TERM} = 'IGNORE'; die "bench: interrupted\n" };
 # An error of this program goes to the original stderr, not to PostgreSQL::Test::Utils's log.
 $SIG{__DIE__} = sub { print {$Bench::Run::ERR} $_[0] unless $^S; };
 Test::More->builder->no_ending(1);

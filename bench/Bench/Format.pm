@@ -18,9 +18,9 @@ use Exporter 'import';
 our @EXPORT_OK = qw(num stats med fmt_int fmt_cell rate_cell ratio verdict paired_ratio
   dot_list int_list median_max);
 
-# A number as the report has always printed a computed one: integral values as integers, others
-# with 6 significant digits (awk's print; a median of an even count of large rates is rounded
-# there).
+# A computed number as the report has always printed one (awk's print): integral values as
+# integers, others with 6 significant digits (so a median of an even count of large rates is
+# rounded there).
 sub num
 {
 	my ($x) = @_;
@@ -29,14 +29,15 @@ sub num
 	return sprintf('%.6g', $x);
 }
 
-# (median, min, max) of the values.
+# (median, min, max) of the values. A value taken as it is keeps its text ("0.0" stays "0.0");
+# the median of an even count is the mean of the middle two, printed by num.
 sub stats
 {
 	my @v = sort { $a <=> $b } @_;
 	return ('-', '-', '-') unless @v;
 	my $n = @v;
-	my $m = $n % 2 ? $v[ ($n - 1) / 2 ] : ($v[ $n / 2 - 1 ] + $v[ $n / 2 ]) / 2;
-	return (num($m), num($v[0]), num($v[-1]));
+	my $m = $n % 2 ? $v[ ($n - 1) / 2 ] : num(($v[ $n / 2 - 1 ] + $v[ $n / 2 ]) / 2);
+	return ($m, $v[0], $v[-1]);
 }
 
 sub med { return (stats(@_))[0]; }
@@ -47,7 +48,7 @@ sub median_max
 	my @v = sort { $a <=> $b } @_;
 	return ('-', '-') unless @v;
 	my ($m) = stats(@v);
-	return ($m, num($v[-1]));
+	return ($m, $v[-1]);
 }
 
 sub fmt_int
