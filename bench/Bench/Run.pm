@@ -18,7 +18,6 @@ use strict;
 use warnings;
 use utf8;
 
-use File::Basename qw(dirname);
 use IPC::Run;
 use POSIX ();
 use PostgreSQL::Test::Cluster;
