@@ -1,4 +1,5 @@
-# Shared helpers for scripts/test, scripts/demo and scripts/bench (sourced, not run).
+# Shared helpers for scripts/test, scripts/demo and scripts/bench (sourced by bash, not run;
+# scripts/bench calls ensure_packages and build_and_install through bash).
 # Clusters are throwaway: initdb + pg_ctl in a temp dir, Unix socket only, run as the
 # `postgres` OS user when invoked as root (PostgreSQL refuses to run as root).
 

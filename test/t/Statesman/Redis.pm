@@ -8,6 +8,7 @@
 #   $redis->freeze; $redis->thaw;                            # SIGSTOP / SIGCONT
 #   $redis->stop; $redis->start_again;                       # same port, same data
 #   $redis->stop;
+#   my $redis = Statesman::Redis->start_volatile;          # no AOF, no snapshots (make bench)
 #
 # Data survives stop/start_again: the append-only file is written and fsynced on
 # every write (appendfsync always), and stop is redis's own clean shutdown.
@@ -61,6 +62,18 @@ EOF
 	close $fh;
 	push @running, $self;
 	$self->start_again;
+	return $self;
+}
+
+# Starts a server as start does, then turns its persistence off (no append-only file, no
+# snapshots): redis's default durability without the fork of a snapshot, which the benchmark
+# wants inside its measurements. Data does not survive stop/start_again.
+sub start_volatile
+{
+	my ($class, %opts) = @_;
+	my $self = $class->start(%opts);
+	$self->command('CONFIG', 'SET', 'appendonly', 'no');
+	$self->command('CONFIG', 'SET', 'save', '');
 	return $self;
 }
 
