@@ -83,3 +83,16 @@ END
 $$;
 COMMENT ON FUNCTION statesman.seed_cursor(text, bigint) IS
     'sets where an outbox starts (NULL: the current head; 0: before the first record); the only way to move a cursor back';
+
+-- The dispatcher's cursor move: moves an outbox's cursor forward to a position delivered (or
+-- parked) in the page's transaction (statesman._finish_page, _deliver_table_page, _park_page).
+CREATE FUNCTION statesman._move_cursor(outbox_id text, "position" bigint) RETURNS void
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    INSERT INTO statesman.cursors AS c (outbox_id, position) VALUES (_move_cursor.outbox_id, _move_cursor."position")
+    ON CONFLICT ON CONSTRAINT cursors_pkey DO UPDATE
+        SET position = EXCLUDED.position, updated_at = now()
+        WHERE c.position < EXCLUDED.position
+$$;
+COMMENT ON FUNCTION statesman._move_cursor(text, bigint) IS 'moves a cursor forward within a page''s transaction';

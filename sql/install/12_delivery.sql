@@ -45,18 +45,6 @@ END
 $$;
 COMMENT ON FUNCTION statesman._page_outbox(text) IS 'an outbox''s row, under the page lock';
 
--- Moves an outbox's cursor forward to a position delivered (or parked) in this transaction.
-CREATE FUNCTION statesman._move_cursor(outbox_id text, "position" bigint) RETURNS void
-    LANGUAGE sql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $$
-    INSERT INTO statesman.cursors AS c (outbox_id, position) VALUES (_move_cursor.outbox_id, _move_cursor."position")
-    ON CONFLICT ON CONSTRAINT cursors_pkey DO UPDATE
-        SET position = EXCLUDED.position, updated_at = now()
-        WHERE c.position < EXCLUDED.position
-$$;
-COMMENT ON FUNCTION statesman._move_cursor(text, bigint) IS 'moves a cursor forward within a page''s transaction';
-
 -- Delivers the next page of the feed to a `table` sink: the inserts, the cursor advance and the
 -- totals commit together, so delivery into the table is exactly-once. The sink's failure
 -- (a constraint, a trigger, a missing table) is caught, recorded and reported as 'failed'.
