@@ -18,24 +18,23 @@ int guc_naptime_ms = 5000;
 bool guc_hints = true;
 
 void DefineSettings() {
-  DefineCustomBoolVariable(
-      "statesman.enabled", "Runs statesman's background workers (the launcher stays, idle, when off).",
-      nullptr, &guc_enabled, true, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+  DefineCustomBoolVariable("statesman.enabled",
+                           "Runs statesman's background workers (the launcher stays, idle, when off).", nullptr,
+                           &guc_enabled, true, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
   // A PGC_POSTMASTER setting can only be defined while the server starts; a backend that
   // loads the library later has no workers to size anyway.
   if (process_shared_preload_libraries_in_progress)
-    DefineCustomIntVariable(
-        "statesman.max_workers",
-        "Most statesman workers (database workers plus dispatchers) running at once.",
-        "Each also needs one of max_worker_processes.", &guc_max_workers, 8, 1, 1024, PGC_POSTMASTER, 0,
-        nullptr, nullptr, nullptr);
-  DefineCustomIntVariable(
-      "statesman.naptime", "How often the launcher looks for databases that use statesman.", nullptr,
-      &guc_naptime_ms, 5000, 100, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr, nullptr);
+    DefineCustomIntVariable("statesman.max_workers",
+                            "Most statesman workers (database workers plus dispatchers) running at once.",
+                            "Each also needs one of max_worker_processes.", &guc_max_workers, 8, 1, 1024,
+                            PGC_POSTMASTER, 0, nullptr, nullptr, nullptr);
+  DefineCustomIntVariable("statesman.naptime", "How often the launcher looks for databases that use statesman.",
+                          nullptr, &guc_naptime_ms, 5000, 100, 3600 * 1000, PGC_SIGHUP, GUC_UNIT_MS, nullptr, nullptr,
+                          nullptr);
   DefineCustomBoolVariable(
       "statesman.hints",
-      "Wakes the sequencer and the dispatchers when appends commit, instead of waiting for the poll interval.",
-      nullptr, &guc_hints, true, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
+      "Wakes the sequencer and the dispatchers when appends commit, instead of waiting for the poll interval.", nullptr,
+      &guc_hints, true, PGC_SIGHUP, 0, nullptr, nullptr, nullptr);
   MarkGUCPrefixReserved("statesman");
 }
 

@@ -154,8 +154,7 @@ class Database {
   Result Exec(const char *sql, const std::vector<std::string> &params = {}) {
     std::vector<const char *> values;
     for (const std::string &p : params) values.push_back(p.c_str());
-    Result r(PQexecParams(conn_, sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr,
-                          nullptr, 0));
+    Result r(PQexecParams(conn_, sql, static_cast<int>(values.size()), nullptr, values.data(), nullptr, nullptr, 0));
     ExecStatusType status = PQresultStatus(r.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
       throw std::runtime_error(std::string("consumer database: ") + Trimmed(PQerrorMessage(conn_)));
@@ -193,8 +192,7 @@ CREATE TABLE IF NOT EXISTS example.read_positions (
     PRIMARY KEY (consumer, stream));
 )";
 
-const char *const kLoadPosition =
-    "SELECT last_id FROM example.read_positions WHERE consumer = $1 AND stream = $2";
+const char *const kLoadPosition = "SELECT last_id FROM example.read_positions WHERE consumer = $1 AND stream = $2";
 
 const char *const kSavePosition =
     "INSERT INTO example.read_positions AS p (consumer, stream, last_id) VALUES ($1, $2, $3) "
@@ -282,8 +280,8 @@ class Stream {
     timeval timeout{5, 0};
     ctx_.reset(redisConnectWithTimeout(o.redis_host.c_str(), o.redis_port, timeout));
     if (!ctx_ || ctx_->err)
-      throw std::runtime_error("cannot connect to redis " + o.redis_host + ":" +
-                               std::to_string(o.redis_port) + ": " + (ctx_ ? ctx_->errstr : "out of memory"));
+      throw std::runtime_error("cannot connect to redis " + o.redis_host + ":" + std::to_string(o.redis_port) + ": " +
+                               (ctx_ ? ctx_->errstr : "out of memory"));
     redisSetTimeout(ctx_.get(), timeout);
     if (o.redis_password) Command({"AUTH", *o.redis_password}, "AUTH");
     if (o.redis_db != 0) Command({"SELECT", std::to_string(o.redis_db)}, "SELECT");
@@ -310,8 +308,7 @@ class Stream {
       for (size_t f = 0; f + 1 < fields->elements; f += 2)
         if (std::string(fields->element[f]->str, fields->element[f]->len) == "message")
           entry.message.assign(fields->element[f + 1]->str, fields->element[f + 1]->len);
-      if (entry.message.empty())
-        throw std::runtime_error("stream entry " + entry.id + " has no message field");
+      if (entry.message.empty()) throw std::runtime_error("stream entry " + entry.id + " has no message field");
       entries.push_back(std::move(entry));
     }
     return entries;

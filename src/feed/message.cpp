@@ -28,23 +28,64 @@ namespace {
 
 // Argument positions of statesman._message.
 enum MessageArg {
-  kStore, kEpoch, kAddress, kRoot, kPath, kPartition, kRevision, kGlobalPosition, kOccurredAt,
-  kOperation, kStatus, kValueType, kSchemaVersion, kSource, kFingerprint, kContentType,
-  kSerializerId, kPayload, kCorrelationId, kCausationId, kMetadata, kError
+  kStore,
+  kEpoch,
+  kAddress,
+  kRoot,
+  kPath,
+  kPartition,
+  kRevision,
+  kGlobalPosition,
+  kOccurredAt,
+  kOperation,
+  kStatus,
+  kValueType,
+  kSchemaVersion,
+  kSource,
+  kFingerprint,
+  kContentType,
+  kSerializerId,
+  kPayload,
+  kCorrelationId,
+  kCausationId,
+  kMetadata,
+  kError
 };
 
 // The message's keys. jsonb stores object keys sorted (shorter first, then bytewise) and sorts
 // whatever it is given; handing them over already in that order makes its sort a single pass.
 enum Key {
-  kPathKey, kRootKey, kEpochKey, kErrorKey, kStoreKey, kSchemaKey, kSourceKey, kStatusKey, kAddressKey,
-  kPayloadKey, kMetadataKey, kRevisionKey, kMessageIdKey, kOperationKey, kPartitionKey, kValueTypeKey,
-  kOccurredAtKey, kCausationIdKey, kContentTypeKey, kFingerprintKey, kSerializerIdKey, kCorrelationIdKey,
-  kSchemaVersionKey, kGlobalPositionKey, kKeyCount
+  kPathKey,
+  kRootKey,
+  kEpochKey,
+  kErrorKey,
+  kStoreKey,
+  kSchemaKey,
+  kSourceKey,
+  kStatusKey,
+  kAddressKey,
+  kPayloadKey,
+  kMetadataKey,
+  kRevisionKey,
+  kMessageIdKey,
+  kOperationKey,
+  kPartitionKey,
+  kValueTypeKey,
+  kOccurredAtKey,
+  kCausationIdKey,
+  kContentTypeKey,
+  kFingerprintKey,
+  kSerializerIdKey,
+  kCorrelationIdKey,
+  kSchemaVersionKey,
+  kGlobalPositionKey,
+  kKeyCount
 };
 constexpr const char *kKeyNames[kKeyCount] = {
-    "path", "root", "epoch", "error", "store", "schema", "source", "status", "address", "payload", "metadata",
-    "revision", "messageId", "operation", "partition", "valueType", "occurredAt", "causationId", "contentType",
-    "fingerprint", "serializerId", "correlationId", "schemaVersion", "globalPosition"};
+    "path",        "root",        "epoch",        "error",         "store",         "schema",
+    "source",      "status",      "address",      "payload",       "metadata",      "revision",
+    "messageId",   "operation",   "partition",    "valueType",     "occurredAt",    "causationId",
+    "contentType", "fingerprint", "serializerId", "correlationId", "schemaVersion", "globalPosition"};
 
 // kMessageFixedBytes (message_format.hpp) counts 24 keys of 202 bytes in all.
 constexpr std::size_t KeyNameBytes() {
@@ -237,18 +278,12 @@ extern "C" Datum statesman_message_text(PG_FUNCTION_ARGS) {
     appendBinaryStringInfo(&buf, ": ", 2);
     const JsonbValue &v = f.value[k];
     switch (v.type) {
-      case jbvString:
-        AppendJsonString(&buf, v.val.string.val, v.val.string.len);
-        break;
+      case jbvString: AppendJsonString(&buf, v.val.string.val, v.val.string.len); break;
       case jbvNumeric:
         appendStringInfoString(&buf, DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric))));
         break;
-      case jbvBinary:
-        (void)JsonbToCString(&buf, v.val.binary.data, v.val.binary.len);
-        break;
-      default:
-        appendBinaryStringInfo(&buf, "null", 4);
-        break;
+      case jbvBinary: (void)JsonbToCString(&buf, v.val.binary.data, v.val.binary.len); break;
+      default: appendBinaryStringInfo(&buf, "null", 4); break;
     }
   }
   appendStringInfoCharMacro(&buf, '}');

@@ -46,10 +46,10 @@ void FormatUtcMicros(int64_t micros, char *out) noexcept {
   if (month <= 2) year += 1;
 
   int64_t seconds = rest / 1000000;
-  std::snprintf(out, kUtcTextSize, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%06lldZ",
-                static_cast<long long>(year), static_cast<long long>(month), static_cast<long long>(day),
-                static_cast<long long>(seconds / 3600), static_cast<long long>(seconds / 60 % 60),
-                static_cast<long long>(seconds % 60), static_cast<long long>(rest % 1000000));
+  std::snprintf(out, kUtcTextSize, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%06lldZ", static_cast<long long>(year),
+                static_cast<long long>(month), static_cast<long long>(day), static_cast<long long>(seconds / 3600),
+                static_cast<long long>(seconds / 60 % 60), static_cast<long long>(seconds % 60),
+                static_cast<long long>(rest % 1000000));
 }
 
 void FormatUuid(const unsigned char *bytes, char *out) noexcept {

@@ -76,7 +76,9 @@ void BeginExitWork() {
   if (ShutdownRequestPending) QueryValue("SELECT pg_catalog.set_config('lock_timeout', '1s', true)");
 }
 
-int64 NowMillis() { return Call([] { return static_cast<int64>(GetCurrentTimestamp() / 1000); }); }
+int64 NowMillis() {
+  return Call([] { return static_cast<int64>(GetCurrentTimestamp() / 1000); });
+}
 
 void BeginWork(const char *activity) {
   Call([&] {

@@ -44,8 +44,7 @@ std::optional<int64_t> IntOption(const char *sink, const nlohmann::json &options
                                  int64_t max) {
   auto it = options.find(key);
   if (it == options.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number_integer())
-    Invalid(sink, std::string("option \"") + key + "\" must be an integer");
+  if (!it->is_number_integer()) Invalid(sink, std::string("option \"") + key + "\" must be an integer");
   // A huge unsigned value does not fit int64: treat it as out of range.
   if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     Invalid(sink, std::string("option \"") + key + "\" must be between " + std::to_string(min) + " and " +

@@ -9,9 +9,9 @@
 // (docs/sinks.md has the figures).
 //
 // All I/O is non-blocking and waits through WaitSocket, inside the Budget (the dispatcher's deadline:
-// timeout_ms, or less before the lease would expire), so a hung server, a SIGTERM or the postmaster's death never holds the dispatcher.
-// Any error or timeout drops the connection: the next Publish reconnects, and a page whose
-// COMMIT went unanswered is sent again, where the remote table deduplicates it.
+// timeout_ms, or less before the lease would expire), so a hung server, a SIGTERM or the postmaster's death never holds
+// the dispatcher. Any error or timeout drops the connection: the next Publish reconnects, and a page whose COMMIT went
+// unanswered is sent again, where the remote table deduplicates it.
 //
 // The conninfo's password never leaves this file: messages name the target by host, port and
 // database only, and libpq's and the server's texts are redacted (the password, and every part
@@ -39,7 +39,7 @@ namespace {
 
 constexpr const char *kSinkName = "postgres";
 constexpr const char *kDefaultTable = "statesman.delivered";
-constexpr int kMaxChunkLog2 = 8;  // chunks of 1, 2, 4, … 256 rows
+constexpr int kMaxChunkLog2 = 8;            // chunks of 1, 2, 4, … 256 rows
 constexpr size_t kMaxIdentifierBytes = 63;  // NAMEDATALEN - 1: longer names would be truncated
 
 [[noreturn]] void Invalid(const std::string &message, std::string hint = {}) {
@@ -555,9 +555,9 @@ class PostgresSink : public Sink {
   // Between Start and Finish:
   const std::vector<Message> *page_ = nullptr;
   Budget budget_;
-  bool in_flight_ = false;     // the page's pipeline was sent; its answers are not read yet
-  std::vector<int> chunks_;    // log2 of each chunk's size, largest first
-  uint32_t preparing_ = 0;     // statements prepared in this pipeline
+  bool in_flight_ = false;   // the page's pipeline was sent; its answers are not read yet
+  std::vector<int> chunks_;  // log2 of each chunk's size, largest first
+  uint32_t preparing_ = 0;   // statements prepared in this pipeline
   std::optional<Outcome> start_failure_;
 };
 
@@ -568,8 +568,8 @@ PostgresSink::PostgresSink(const std::string &options_json) {
   target_ = QuoteIdentifier(name_.schema) + "." + QuoteIdentifier(name_.table);
   // Absent means required: only an explicit false, which the dispatcher passes when the rule
   // does not apply to the outbox, lets a connection log in without the conninfo's password.
-  password_required_ = !(o.contains(kPasswordRequired) && o[kPasswordRequired].is_boolean() &&
-                         !o[kPasswordRequired].get<bool>());
+  password_required_ =
+      !(o.contains(kPasswordRequired) && o[kPasswordRequired].is_boolean() && !o[kPasswordRequired].get<bool>());
   secrets_ = PasswordCandidates(conninfo_);
   ConninfoOptions parsed = ParseConninfo(conninfo_);
   if (auto password = ConninfoValue(parsed.get(), "password")) {
@@ -609,16 +609,13 @@ void PostgresSink::Wait(bool read, bool write, const Budget &b, const char *doin
   int fd = PQsocket(conn_.get());
   if (fd < 0) Fail(std::string(doing) + ": the connection has no socket");
   switch (WaitSocket(fd, read, write, b)) {
-    case WaitResult::kReady:
-      return;
+    case WaitResult::kReady: return;
     case WaitResult::kTimedOut: {
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started_).count();
       Fail("timed out after " + std::to_string(ms) + " ms while " + doing);
     }
-    case WaitResult::kCancelled:
-      Fail(std::string("cancelled while ") + doing);
-    case WaitResult::kFailed:
-      Fail(std::string(doing) + ": " + std::strerror(errno));
+    case WaitResult::kCancelled: Fail(std::string("cancelled while ") + doing);
+    case WaitResult::kFailed: Fail(std::string(doing) + ": " + std::strerror(errno));
   }
 }
 
@@ -627,7 +624,8 @@ void PostgresSink::Connect(const Budget &b) {
   // Checked before libpq could fall back on a password file or PGPASSWORD of the server's user.
   if (password_required_ && !gives_password_)
     Fail(std::string("password is required (SQLSTATE 2F003): the outbox was last created or altered by a role "
-                     "that is not a superuser, and its conninfo gives no password. ") + kPasswordHint);
+                     "that is not a superuser, and its conninfo gives no password. ") +
+         kPasswordHint);
   // fallback_application_name: 'statesman' unless the conninfo names one.
   const char *keywords[] = {"fallback_application_name", "dbname", nullptr};
   const char *values[] = {"statesman", conninfo_.c_str(), nullptr};
@@ -637,8 +635,7 @@ void PostgresSink::Connect(const Budget &b) {
   Describe();
   PQsetNoticeProcessor(conn_.get(), IgnoreNotice, nullptr);
   // libpq's loop: start as if PQconnectPoll had asked to write.
-  for (PostgresPollingStatusType st = PGRES_POLLING_WRITING; st != PGRES_POLLING_OK;
-       st = PQconnectPoll(conn_.get())) {
+  for (PostgresPollingStatusType st = PGRES_POLLING_WRITING; st != PGRES_POLLING_OK; st = PQconnectPoll(conn_.get())) {
     if (st == PGRES_POLLING_FAILED) Fail("could not connect: " + LibpqError());
     Wait(st == PGRES_POLLING_READING, st == PGRES_POLLING_WRITING, b, "connecting");
   }
@@ -651,8 +648,8 @@ void PostgresSink::Connect(const Budget &b) {
                      "that is not a superuser, and the server did not ask for the conninfo's password. ") +
          kPasswordHint);
   }
-  if (const char *password = PQpass(conn_.get()); password && *password &&
-      std::find(secrets_.begin(), secrets_.end(), password) == secrets_.end())
+  if (const char *password = PQpass(conn_.get());
+      password && *password && std::find(secrets_.begin(), secrets_.end(), password) == secrets_.end())
     secrets_.push_back(password);  // e.g. from a password file
   if (PQsetnonblocking(conn_.get(), 1) != 0 || !PQenterPipelineMode(conn_.get()))
     Fail("could not set up the connection: " + LibpqError());

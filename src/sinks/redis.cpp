@@ -29,8 +29,8 @@ namespace statesman::sink {
 namespace {
 
 std::string CheckOptions(const std::string &options_json) {
-  nlohmann::json o = ParseOptions("redis", options_json,
-                                  {"host", "port", "db", "password", "key_prefix", "stream", "max_length", "timeout_ms"});
+  nlohmann::json o = ParseOptions(
+      "redis", options_json, {"host", "port", "db", "password", "key_prefix", "stream", "max_length", "timeout_ms"});
   nlohmann::json out = nlohmann::json::object();
   out["host"] = StringOption("redis", o, "host").value_or("127.0.0.1");
   out["port"] = IntOption("redis", o, "port", 1, 65535).value_or(6379);
@@ -117,18 +117,18 @@ class RedisSink : public Sink {
   int port_ = 6379;
   int64_t db_ = 0;
   std::string password_;
-  std::string key_;                 // {key_prefix}:{stream}
+  std::string key_;  // {key_prefix}:{stream}
   std::optional<std::string> max_length_;
-  std::string prefix_;              // "redis sink host:port: "
-  int64_t limit_ms_ = 0;            // this call's time limit, for messages
+  std::string prefix_;    // "redis sink host:port: "
+  int64_t limit_ms_ = 0;  // this call's time limit, for messages
   Context conn_;
-  std::string out_;                 // the page's commands, RESP-encoded; reused across pages
-  std::vector<Reply> replies_;      // reused across pages
+  std::string out_;             // the page's commands, RESP-encoded; reused across pages
+  std::vector<Reply> replies_;  // reused across pages
   // Between Start and Finish:
   const std::vector<Message> *page_ = nullptr;
-  Budget budget_;                   // the call's limit
-  bool in_flight_ = false;          // Start sent XADDs whose replies Finish has not read
-  std::string start_error_;         // Start failed: Finish reports it
+  Budget budget_;            // the call's limit
+  bool in_flight_ = false;   // Start sent XADDs whose replies Finish has not read
+  std::string start_error_;  // Start failed: Finish reports it
 };
 
 void RedisSink::Start(const std::vector<Message> &page, const Budget &budget) {
@@ -367,14 +367,11 @@ void RedisSink::Exchange(size_t expected, std::vector<Reply> &replies, const Bud
 
 void RedisSink::Wait(bool for_read, bool for_write, const Budget &budget, const std::string &what) {
   switch (WaitSocket(conn_->fd, for_read, for_write, budget)) {
-    case WaitResult::kReady:
-      return;
+    case WaitResult::kReady: return;
     case WaitResult::kTimedOut:
       throw ConnectionLost("timed out after " + std::to_string(limit_ms_) + " ms while " + what);
-    case WaitResult::kCancelled:
-      throw ConnectionLost("cancelled while " + what);
-    case WaitResult::kFailed:
-      throw ConnectionLost(what + ": poll failed: " + std::strerror(errno));
+    case WaitResult::kCancelled: throw ConnectionLost("cancelled while " + what);
+    case WaitResult::kFailed: throw ConnectionLost(what + ": poll failed: " + std::strerror(errno));
   }
 }
 

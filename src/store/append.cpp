@@ -52,14 +52,32 @@ namespace {
 
 // Positions of the parameters of the INSERT below.
 enum Param {
-  kAddress, kRoot, kPath, kPartition, kOperation, kStatus, kValueType, kSchemaVersion, kSource,
-  kPayload, kFingerprint, kContentType, kSerializerId, kCorrelationId, kCausationId, kErrorText,
-  kMetadata, kFreshUntil, kServeUntil, kRevision, kParamCount
+  kAddress,
+  kRoot,
+  kPath,
+  kPartition,
+  kOperation,
+  kStatus,
+  kValueType,
+  kSchemaVersion,
+  kSource,
+  kPayload,
+  kFingerprint,
+  kContentType,
+  kSerializerId,
+  kCorrelationId,
+  kCausationId,
+  kErrorText,
+  kMetadata,
+  kFreshUntil,
+  kServeUntil,
+  kRevision,
+  kParamCount
 };
 
-const Oid kParamTypes[kParamCount] = {
-    TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, INT4OID, TEXTOID, BYTEAOID, TEXTOID,
-    TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID};
+const Oid kParamTypes[kParamCount] = {TEXTOID, TEXTOID, TEXTOID,  TEXTOID,        TEXTOID,        TEXTOID, TEXTOID,
+                                      INT4OID, TEXTOID, BYTEAOID, TEXTOID,        TEXTOID,        TEXTOID, TEXTOID,
+                                      TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID};
 
 // The statements below run with the caller's search_path (the append functions are not
 // SECURITY DEFINER, see AppendRecord), so every relation, function and operator in them is
@@ -231,8 +249,7 @@ bool ProbeTextKey(Oid table_oid, Oid index_oid, Snapshot snapshot, Datum key_val
   Relation heap = table_open(table_oid, AccessShareLock);
   Relation index = index_open(index_oid, AccessShareLock);
   ScanKeyData key;
-  ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ,
-                         key_value);
+  ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ, key_value);
   IndexScanDesc scan = index_beginscan(heap, index, snapshot, 1, 0);
   index_rescan(scan, &key, 1, nullptr, 0);
   TupleTableSlot *slot = table_slot_create(heap, nullptr);
@@ -249,8 +266,7 @@ bool ProbeTextKey(Oid table_oid, Oid index_oid, Snapshot snapshot, Datum key_val
 // (address, revision).
 int64 LatestRevision(const Ledger &ledger, Snapshot snapshot, Datum address) {
   int64 latest = 0;
-  ProbeTextKey(ledger.history, ledger.primary_key, snapshot, address, BackwardScanDirection,
-               [&](TupleTableSlot *slot) {
+  ProbeTextKey(ledger.history, ledger.primary_key, snapshot, address, BackwardScanDirection, [&](TupleTableSlot *slot) {
     bool isnull = false;
     Datum revision = slot_getattr(slot, ledger.revision_attno, &isnull);
     if (!isnull) latest = DatumGetInt64(revision);
@@ -318,9 +334,9 @@ void CheckMessageSize(const AppendRequest &req) {
     };
     auto envelope = [&](Param p) { return req.nulls[p] == 'n' ? store::kMaxEnvelopeBytes : bytes(p); };
     f.verbatim = 2 * bytes(kAddress) + bytes(kRoot) + bytes(kPath) + bytes(kPartition) + bytes(kOperation) +
-                 bytes(kStatus) + bytes(kValueType) + bytes(kSource) + bytes(kSerializerId) +
-                 bytes(kCorrelationId) + bytes(kCausationId) + bytes(kErrorText) + bytes(kMetadata) +
-                 envelope(kFingerprint) + envelope(kContentType);
+                 bytes(kStatus) + bytes(kValueType) + bytes(kSource) + bytes(kSerializerId) + bytes(kCorrelationId) +
+                 bytes(kCausationId) + bytes(kErrorText) + bytes(kMetadata) + envelope(kFingerprint) +
+                 envelope(kContentType);
     f.payload = bytes(kPayload);
   });
   if (store::MessageFits(f)) return;
@@ -328,14 +344,17 @@ void CheckMessageSize(const AppendRequest &req) {
   size_t max_payload = store::MaxPayloadBytes(f.verbatim);
   if (f.payload > 0 && max_payload > 0)
     throw Error("54000",
-                "payload of " + std::to_string(f.payload) + " bytes is too large for the feed: with this record's "
-                "other fields a message can carry at most " + std::to_string(max_payload) + " payload bytes",
+                "payload of " + std::to_string(f.payload) +
+                    " bytes is too large for the feed: with this record's "
+                    "other fields a message can carry at most " +
+                    std::to_string(max_payload) + " payload bytes",
                 "A feed message is one jsonb value of at most " + limit +
                     " bytes, with the payload in base64 (4 bytes for every 3). Store larger objects elsewhere "
                     "and append a reference to them.");
   throw Error("54000",
               "the record is too large for the feed: its fields other than the payload (metadata, error, "
-              "source, ...) take " + std::to_string(f.verbatim) + " bytes of a message",
+              "source, ...) take " +
+                  std::to_string(f.verbatim) + " bytes of a message",
               "A feed message is one jsonb value of at most " + limit + " bytes.");
 }
 
@@ -366,9 +385,7 @@ AppendResult AppendRecord(AppendRequest &req) {
   // Serialise writers of this address until commit: revision r+1 is only ever written after
   // revision r's transaction has ended, which is what keeps the feed in per-address order.
   store::LockKey key = store::AddressLockKey(address);
-  Call([&] {
-    DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(key.space), Int32GetDatum(key.id));
-  });
+  Call([&] { DirectFunctionCall2(pg_advisory_xact_lock_int4, Int32GetDatum(key.space), Int32GetDatum(key.id)); });
 
   Ledger ledger = Call(LookupLedger);
   // One snapshot for both probes. The caller holds the address lock, so under READ COMMITTED
@@ -543,6 +560,4 @@ extern "C" Datum statesman_address_of(PG_FUNCTION_ARGS) {
 }
 
 // statesman._in_transaction_block() → true inside BEGIN … COMMIT.
-extern "C" Datum statesman_in_transaction_block(PG_FUNCTION_ARGS) {
-  PG_RETURN_BOOL(IsTransactionBlock());
-}
+extern "C" Datum statesman_in_transaction_block(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(IsTransactionBlock()); }

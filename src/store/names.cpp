@@ -10,15 +10,13 @@ namespace statesman::store {
 namespace {
 
 bool IsNameChar(unsigned char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-         c == '.' || c == '-';
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
 }
 
 }  // namespace
 
 void CheckName(const char *argument, const char *value, std::size_t min_length) {
-  if (value == nullptr)
-    throw Error(sqlstate::kNullValueNotAllowed, std::string(argument) + " must not be NULL");
+  if (value == nullptr) throw Error(sqlstate::kNullValueNotAllowed, std::string(argument) + " must not be NULL");
   std::size_t length = std::strlen(value);
   if (length < min_length || length > kMaxNameLength)
     throw Error(sqlstate::kInvalidParameterValue,

@@ -23,9 +23,9 @@ namespace statesman::pg {
 namespace {
 
 constexpr int64 kSuperviseEveryMs = 1000;
-constexpr int64 kRelaunchAfterMs = 1000;   // a dispatcher that exited is restarted after this
+constexpr int64 kRelaunchAfterMs = 1000;  // a dispatcher that exited is restarted after this
 constexpr int64 kSequenceBatch = 10000;
-constexpr int64 kSequenceGatherMs = 1;      // after a run that sequenced, before the next
+constexpr int64 kSequenceGatherMs = 1;  // after a run that sequenced, before the next
 
 // What the database worker keeps from one supervision pass to the next.
 struct Supervision {
@@ -160,8 +160,9 @@ bool Supervise(Supervision *sup) {
   std::vector<Row> outboxes = Query("SELECT outbox_id FROM statesman.outboxes WHERE enabled ORDER BY outbox_id");
   int64 pruned = ToInt(QueryValue("SELECT statesman._prune_deferred(1000)"));
   // The watchdog of stuck leaders (see statesman._expire_stuck_lease).
-  Query("SELECT statesman._expire_stuck_lease(o.outbox_id) FROM statesman.outboxes o "
-        "WHERE o.enabled AND o.require_lease");
+  Query(
+      "SELECT statesman._expire_stuck_lease(o.outbox_id) FROM statesman.outboxes o "
+      "WHERE o.enabled AND o.require_lease");
   ExpireForeignHolders(sup);
   EndWork();
   if (pruned > 0) Log(LogLevel::kLog, "statesman: deferred retention pruned " + std::to_string(pruned) + " records");
@@ -184,8 +185,7 @@ bool Supervise(Supervision *sup) {
     if (started) continue;
     int64 suppressed = 0;
     if (sup->no_slot.Allow(now, &suppressed))
-      Log(LogLevel::kWarning,
-          "statesman: no free worker slot for the dispatcher of outbox \"" + id + "\"; retrying",
+      Log(LogLevel::kWarning, "statesman: no free worker slot for the dispatcher of outbox \"" + id + "\"; retrying",
           result == LaunchResult::kNoRegistrySlot
               ? "Raise statesman.max_workers (now " + std::to_string(guc_max_workers) + ")."
               : "Raise max_worker_processes.");

@@ -39,7 +39,9 @@ using worker::OutboxSettings;
 const std::string kAwaitSequencerSql =
     "DO $$ BEGIN "
     "  PERFORM pg_catalog.set_config('lock_timeout', '250ms', true); "
-    "  BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(" + std::to_string(store::kSequencerLockSpace) + ", 0); "
+    "  BEGIN PERFORM pg_catalog.pg_advisory_xact_lock(" +
+    std::to_string(store::kSequencerLockSpace) +
+    ", 0); "
     "  EXCEPTION WHEN lock_not_available THEN NULL; END; "
     "  PERFORM pg_catalog.set_config('lock_timeout', '0', true); "
     "END $$";
@@ -64,7 +66,8 @@ bool LoadSettings(const std::string &outbox_id, OutboxSettings *s) {
   s->poll_interval = ToInt(r[5], 1000);
   s->lease_ttl = ToInt(r[6], 30000);
   // A sink without its own timeout_ms: 5 s, or half the lease when that is shorter.
-  s->sink_timeout = sink::TimeoutMillis(s->sink_options, std::min<int64>(sink::kDefaultTimeoutMillis, s->lease_ttl / 2));
+  s->sink_timeout =
+      sink::TimeoutMillis(s->sink_options, std::min<int64>(sink::kDefaultTimeoutMillis, s->lease_ttl / 2));
   s->lease_renew_interval = ToInt(r[7], 10000);
   s->min_retry_delay = ToInt(r[8], 200);
   s->max_retry_delay = ToInt(r[9], 15000);
@@ -248,8 +251,8 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
 // Requeued dead letters to a sink outside this database (at most one page), in the shape of
 // statesman._page_result.
 Row RedeliverExternalPage(const std::string &outbox_id, const SinkCall &call) {
-  std::vector<sink::Message> page = ToMessages(Query(
-      "SELECT m.global_position, m.message_id, m.message FROM statesman._requeued_messages($1) m", {outbox_id}));
+  std::vector<sink::Message> page = ToMessages(
+      Query("SELECT m.global_position, m.message_id, m.message FROM statesman._requeued_messages($1) m", {outbox_id}));
   Row result(8);
   result[1] = std::to_string(page.size());
   if (page.empty()) {
@@ -276,17 +279,19 @@ struct CycleOutcome {
   int64 published = 0;
   int64 skipped = 0;
   int64 deduplicated = 0;
-  bool failed = false;   // the sink refused the current page; retry after a backoff
+  bool failed = false;  // the sink refused the current page; retry after a backoff
   int attempts = 0;
   std::string error;
-  bool stop = false;     // the outbox was dropped or paused
+  bool stop = false;  // the outbox was dropped or paused
 };
 
 // One page as statesman._page_result: status, read, last_position, published, deduplicated,
 // attempts, error, full_page.
 Row DeliverPage(const char *function, const std::string &outbox_id) {
-  std::string sql = std::string("SELECT r.status, r.read, r.last_position, r.published, r.deduplicated, "
-                                "r.attempts, r.error, r.full_page FROM ") + function + "($1) r";
+  std::string sql = std::string(
+                        "SELECT r.status, r.read, r.last_position, r.published, r.deduplicated, "
+                        "r.attempts, r.error, r.full_page FROM ") +
+                    function + "($1) r";
   std::vector<Row> rows = Query(sql.c_str(), {outbox_id});
   if (rows.empty()) throw Error("XX000", "statesman: " + std::string(function) + " returned no row");
   return rows[0];
@@ -514,14 +519,13 @@ class DispatcherProcess {
         if (failures_.Allow(NowMillis(), &suppressed))
           Log(LogLevel::kWarning,
               "statesman: outbox \"" + outbox_id_ + "\": delivery failed (attempt " + std::to_string(out.attempts) +
-                  "), retrying in " + std::to_string(worker::RetryDelay(settings_, out.attempts)) + " ms: " +
-                  out.error,
+                  "), retrying in " + std::to_string(worker::RetryDelay(settings_, out.attempts)) + " ms: " + out.error,
               suppressed > 0 ? std::to_string(suppressed) + " similar warnings suppressed" : "");
         continue;
       }
       retry_at_ = 0;
-      woken_by_hint_ = WaitForLatch(std::min<int64>(settings_.poll_interval,
-                                   settings_.require_lease ? NextRenewal() - NowMillis() : settings_.poll_interval));
+      woken_by_hint_ = WaitForLatch(std::min<int64>(
+          settings_.poll_interval, settings_.require_lease ? NextRenewal() - NowMillis() : settings_.poll_interval));
     }
   }
 
@@ -595,8 +599,7 @@ OnceResult DispatchOnce(const std::string &outbox_id) {
   if (!s.enabled) return finish();
   // The lease for this transaction only: it ends with the caller's transaction whatever
   // happens, so a failed call can never leave the outbox leased to an idle session.
-  if (s.require_lease && QueryValue("SELECT statesman._acquire_lease($1, true)", {outbox_id}) != "t")
-    return finish();
+  if (s.require_lease && QueryValue("SELECT statesman._acquire_lease($1, true)", {outbox_id}) != "t") return finish();
   bool own_transaction = Call([] { return !IsTransactionBlock() && XactIsoLevel == XACT_READ_COMMITTED; });
   if (own_transaction) QueryValue("SELECT statesman.sequence_feed(10000)");
   SinkHandle handle;
@@ -608,9 +611,8 @@ OnceResult DispatchOnce(const std::string &outbox_id) {
       },
       false);
   if (out.failed)
-    Log(LogLevel::kWarning,
-        "statesman: outbox \"" + outbox_id + "\": delivery failed (attempt " + std::to_string(out.attempts) +
-            "): " + out.error);
+    Log(LogLevel::kWarning, "statesman: outbox \"" + outbox_id + "\": delivery failed (attempt " +
+                                std::to_string(out.attempts) + "): " + out.error);
   result.published = out.published;
   result.skipped = out.skipped;
   result.deduplicated = out.deduplicated;
@@ -634,8 +636,7 @@ extern "C" void statesman_dispatcher_main(Datum arg) {
 // statesman.dispatch_once(outbox_id) → (published, skipped, deduplicated, cursor_position)
 extern "C" Datum statesman_dispatch_once(PG_FUNCTION_ARGS) {
   using namespace statesman::pg;
-  if (PG_ARGISNULL(0))
-    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("outbox_id must not be NULL")));
+  if (PG_ARGISNULL(0)) ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("outbox_id must not be NULL")));
   return Invoke([&] {
     char *id = Call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
     Call([] {

@@ -1,7 +1,8 @@
 // The launcher: one per server. Every statesman.naptime it lists the databases and starts a
 // database worker for each one that has none; a database worker exits at once where the
 // extension is not installed, so a database that installs it later is served within one
-// naptime, or at once when create_outbox or resume_outbox commits there (they set its latch). The launcher never raises an ERROR for want of a worker slot: it warns and retries.
+// naptime, or at once when create_outbox or resume_outbox commits there (they set its latch). The launcher never raises
+// an ERROR for want of a worker slot: it warns and retries.
 #include "statesman/worker/workers.hpp"
 #include "statesman/pg/work.hpp"
 
@@ -94,8 +95,8 @@ void LauncherLoop() {
       for (Oid dboid : databases) {
         LaunchedWorker &entry = launched[dboid];
         bool asked = pending.count(dboid) > 0;
-        if (entry.handle != nullptr) {                                           // running
-          if (asked && now - entry.started_at >= 1000) pending.erase(dboid);    // and found the extension
+        if (entry.handle != nullptr) {                                        // running
+          if (asked && now - entry.started_at >= 1000) pending.erase(dboid);  // and found the extension
           continue;
         }
         if (!asked && entry.started_at != 0 && now - entry.started_at < guc_naptime_ms) continue;  // checked lately
@@ -107,8 +108,7 @@ void LauncherLoop() {
         if (started) continue;
         int64 suppressed = 0;
         if (no_slot.Allow(now, &suppressed))
-          Log(LogLevel::kWarning,
-              "statesman: no free worker slot for database " + std::to_string(dboid) + "; retrying",
+          Log(LogLevel::kWarning, "statesman: no free worker slot for database " + std::to_string(dboid) + "; retrying",
               result == LaunchResult::kNoRegistrySlot
                   ? "Raise statesman.max_workers (now " + std::to_string(guc_max_workers) + ")."
                   : "Raise max_worker_processes.");

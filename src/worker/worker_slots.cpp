@@ -24,10 +24,10 @@ namespace statesman::pg {
 namespace {
 
 struct Slot {
-  Oid dboid;           // InvalidOid: free
-  pid_t pid;           // 0: reserved, the worker has not started yet
+  Oid dboid;  // InvalidOid: free
+  pid_t pid;  // 0: reserved, the worker has not started yet
   int pgprocno;
-  uint32 generation;   // tells a new reservation of the slot from an old one
+  uint32 generation;              // tells a new reservation of the slot from an old one
   char outbox_id[kOutboxIdSize];  // empty: the database worker
 };
 
@@ -36,18 +36,18 @@ struct SlotWait {
   Oid dboid;                      // InvalidOid: free
   char outbox_id[kOutboxIdSize];  // empty: the database's database worker
   TimestampTz noted_at;
-  bool registry_full;             // statesman.max_workers (else max_worker_processes)
+  bool registry_full;  // statesman.max_workers (else max_worker_processes)
 };
 
-constexpr int kSlotWaits = 64;      // more waiting workers than this go unnoted
-constexpr int kWakeRequests = 16;   // more requests than this make the launcher look at every database
+constexpr int kSlotWaits = 64;     // more waiting workers than this go unnoted
+constexpr int kWakeRequests = 16;  // more requests than this make the launcher look at every database
 
 struct Registry {
   LWLock *lock;
   int size;
   uint32 next_generation;
-  int launcher_pgprocno;          // -1: no launcher running
-  int wake_count;                 // databases whose database worker was asked for, not yet started
+  int launcher_pgprocno;  // -1: no launcher running
+  int wake_count;         // databases whose database worker was asked for, not yet started
   bool wake_all;
   Oid wake[kWakeRequests];
   SlotWait waits[kSlotWaits];
@@ -61,9 +61,7 @@ bool appended_in_transaction = false;
 bool wake_launcher_at_commit = false;
 int claimed_slot = -1;
 
-Size RegistrySize() {
-  return add_size(offsetof(Registry, slots), mul_size(sizeof(Slot), guc_max_workers));
-}
+Size RegistrySize() { return add_size(offsetof(Registry, slots), mul_size(sizeof(Slot), guc_max_workers)); }
 
 void ShmemRequest() {
   if (prev_shmem_request_hook != nullptr) prev_shmem_request_hook();
@@ -295,8 +293,9 @@ extern "C" Datum statesman_slot_wait(PG_FUNCTION_ARGS) {
   if (which == nullptr) PG_RETURN_NULL();
   char message[256];
   if (full)
-    snprintf(message, sizeof message, "waiting for a worker slot: statesman.max_workers=%d is reached (%s cannot start)",
-             guc_max_workers, which);
+    snprintf(message, sizeof message,
+             "waiting for a worker slot: statesman.max_workers=%d is reached (%s cannot start)", guc_max_workers,
+             which);
   else
     snprintf(message, sizeof message, "waiting for a worker slot: max_worker_processes=%d is reached (%s cannot start)",
              max_worker_processes, which);

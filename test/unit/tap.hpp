@@ -55,31 +55,31 @@ inline int Done() {
 
 #define CHECK(condition, name) ::unit::Report(static_cast<bool>(condition), (name), "condition: " #condition)
 #define CHECK_EQ(actual, expected, name) ::unit::ReportEqual((actual), (expected), (name))
-#define CHECK_THROWS(expression, sqlstate, name)                                              \
-  do {                                                                                         \
-    std::string unit_got_ = "no exception";                                                    \
-    try {                                                                                      \
-      (void)(expression);                                                                      \
-    } catch (const ::statesman::Error &e) {                                                    \
-      unit_got_ = std::string("Error ") + e.Sqlstate() + ": " + e.what();                      \
-      if (std::string(e.Sqlstate()) == (sqlstate)) {                                           \
-        ::unit::Report(true, (name));                                                          \
-        break;                                                                                 \
-      }                                                                                        \
-    } catch (const std::exception &e) {                                                        \
-      unit_got_ = std::string("std::exception: ") + e.what();                                  \
-    }                                                                                          \
-    ::unit::Report(false, (name), "expected Error " + std::string(sqlstate) + ", got " + unit_got_); \
+#define CHECK_THROWS(expression, sqlstate, name)                                                                       \
+  do {                                                                                                                 \
+    std::string unit_got_ = "no exception";                                                                            \
+    try {                                                                                                              \
+      (void)(expression);                                                                                              \
+    } catch (const ::statesman::Error &e) {                                                                            \
+      unit_got_ = std::string("Error ") + e.Sqlstate() + ": " + e.what();                                              \
+      if (std::string(e.Sqlstate()) == (sqlstate)) {                                                                   \
+        ::unit::Report(true, (name));                                                                                  \
+        break;                                                                                                         \
+      }                                                                                                                \
+    } catch (const std::exception &e) {                                                                                \
+      unit_got_ = std::string("std::exception: ") + e.what();                                                          \
+    }                                                                                                                  \
+    ::unit::Report(false, (name), "expected Error " + std::string(sqlstate) + ", got " + unit_got_);                   \
   } while (0)
-#define CHECK_NOTHROW(expression, name)                                \
-  do {                                                                 \
-    bool unit_threw_ = false;                                          \
-    std::string unit_got_;                                             \
-    try {                                                              \
-      (void)(expression);                                              \
-    } catch (const std::exception &e) {                                \
-      unit_threw_ = true;                                              \
-      unit_got_ = e.what();                                            \
-    }                                                                  \
-    ::unit::Report(!unit_threw_, (name), "threw: " + unit_got_);       \
+#define CHECK_NOTHROW(expression, name)                                                                                \
+  do {                                                                                                                 \
+    bool unit_threw_ = false;                                                                                          \
+    std::string unit_got_;                                                                                             \
+    try {                                                                                                              \
+      (void)(expression);                                                                                              \
+    } catch (const std::exception &e) {                                                                                \
+      unit_threw_ = true;                                                                                              \
+      unit_got_ = e.what();                                                                                            \
+    }                                                                                                                  \
+    ::unit::Report(!unit_threw_, (name), "threw: " + unit_got_);                                                       \
   } while (0)

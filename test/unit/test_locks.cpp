@@ -17,8 +17,10 @@ int main() {
   CHECK_EQ(AddressLockKey("a").id, static_cast<int32_t>(0xe40c292cu), "FNV-1a of \"a\"");
   CHECK_EQ(AddressLockKey("foobar").id, static_cast<int32_t>(0xbf9cf968u), "FNV-1a of \"foobar\"");
   CHECK_EQ(AddressLockKey("orders/k1").id, int32_t{1481858725}, "FNV-1a of an address");
-  CHECK_EQ(AddressLockKey("caf\xc3\xa9@eu/\xc3\xbc" "ber").id, int32_t{1713869242},
-           "FNV-1a takes bytes >= 0x80 as unsigned (UTF-8 address)");
+  CHECK_EQ(AddressLockKey("caf\xc3\xa9@eu/\xc3\xbc"
+                          "ber")
+               .id,
+           int32_t{1713869242}, "FNV-1a takes bytes >= 0x80 as unsigned (UTF-8 address)");
   CHECK_EQ(AddressLockKey("a").space, int32_t{1398033742}, "the address lock space is 1398033742");
   CHECK_EQ(AddressLockKey("orders/k1").space, AddressLockKey("").space, "every address shares the one space");
   CHECK(AddressLockKey("orders/k1").id != AddressLockKey("orders/k2").id, "neighbouring addresses get other keys");

@@ -56,8 +56,7 @@ int main() {
   CHECK_EQ(Utc(762525296789012LL), std::string("2024-02-29T12:34:56.789012Z"), "FormatUtcMicros: a leap day");
   CHECK_EQ(Utc(-3150576000000000LL), std::string("1900-03-01T00:00:00.000000Z"),
            "FormatUtcMicros: 1900 is no leap year");
-  CHECK_EQ(Utc(3160857600000000LL), std::string("2100-03-01T00:00:00.000000Z"),
-           "FormatUtcMicros: nor is 2100");
+  CHECK_EQ(Utc(3160857600000000LL), std::string("2100-03-01T00:00:00.000000Z"), "FormatUtcMicros: nor is 2100");
   CHECK_EQ(Utc(-12617679476999996LL), std::string("1600-02-29T01:02:03.000004Z"),
            "FormatUtcMicros: 1600 is one (a 400-year era back)");
   CHECK_EQ(Utc(252455615999999999LL), std::string("9999-12-31T23:59:59.999999Z"), "FormatUtcMicros: year 9999");

@@ -17,15 +17,13 @@ namespace statesman::sink {
 
 // Parses a sink's options; throws Error 22023 unless they are one JSON object whose keys are
 // all in `known` (the message names the sink and lists the known keys).
-nlohmann::json ParseOptions(const char *sink, const std::string &options_json,
-                            const std::vector<std::string> &known);
+nlohmann::json ParseOptions(const char *sink, const std::string &options_json, const std::vector<std::string> &known);
 
 // The option `key` as a string / integer, or nullopt when absent or null. Throws Error 22023
 // when it has another type, is empty (strings) or lies outside [min, max] (integers).
 std::optional<std::string> StringOption(const char *sink, const nlohmann::json &options, const char *key);
 std::optional<int64_t> IntOption(const char *sink, const nlohmann::json &options, const char *key, int64_t min,
                                  int64_t max);
-
 
 // ---- Waiting on a socket ------------------------------------------------------------------------
 

@@ -15,7 +15,7 @@ using Millis = int64_t;
 struct OutboxSettings {
   std::string outbox_id;
   std::string sink;
-  std::string sink_options;  // JSON text, as stored (may hold secrets: never log it)
+  std::string sink_options;    // JSON text, as stored (may hold secrets: never log it)
   Millis sink_timeout = 5000;  // one sink call's limit (the options' timeout_ms)
   bool enabled = false;
   bool require_lease = true;
@@ -44,9 +44,7 @@ class LeaseClock {
   bool RenewDue(const OutboxSettings &settings, Millis now) const {
     return now - last_renewal_ >= settings.lease_renew_interval;
   }
-  Millis NextRenewal(const OutboxSettings &settings) const {
-    return last_renewal_ + settings.lease_renew_interval;
-  }
+  Millis NextRenewal(const OutboxSettings &settings) const { return last_renewal_ + settings.lease_renew_interval; }
   // When a sink call that starts at `now` must have ended: its timeout, but never later than
   // shortly before the lease would expire, so a hung sink cannot outlive the lease.
   Millis SinkDeadline(const OutboxSettings &settings, Millis now) const;
