@@ -137,51 +137,8 @@ CREATE OR REPLACE FUNCTION statesman._slot_wait(outbox_id text) RETURNS text
 COMMENT ON FUNCTION statesman._slot_wait(text) IS
     'why an outbox''s worker waits for a worker slot, or NULL';
 
-CREATE OR REPLACE FUNCTION statesman.create_outbox(
-    outbox_id text, sink text DEFAULT 'table', sink_options jsonb DEFAULT '{}', root text DEFAULT NULL,
-    batch_size integer DEFAULT 1000, poll_interval interval DEFAULT '1 second',
-    require_lease boolean DEFAULT true, lease_ttl interval DEFAULT '30 seconds',
-    lease_renew_interval interval DEFAULT NULL, min_retry_delay interval DEFAULT '200 milliseconds',
-    max_retry_delay interval DEFAULT '15 seconds', skip_poison_after_attempts integer DEFAULT NULL,
-    fingerprint text DEFAULT NULL, payload_content_type text DEFAULT NULL, enabled boolean DEFAULT true)
-    RETURNS void
-    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-    SET search_path = pg_catalog, pg_temp
-    AS $$
-DECLARE
-    o statesman.outboxes;
-BEGIN
-    PERFORM statesman._check_id(create_outbox.outbox_id, 'outbox_id');
-    o := ROW(create_outbox.outbox_id, create_outbox.sink, NULL, lower(create_outbox.root),
-             create_outbox.batch_size, create_outbox.poll_interval, create_outbox.require_lease,
-             create_outbox.lease_ttl, create_outbox.lease_renew_interval, create_outbox.min_retry_delay,
-             create_outbox.max_retry_delay, create_outbox.skip_poison_after_attempts,
-             NULLIF(create_outbox.fingerprint, ''), NULLIF(create_outbox.payload_content_type, ''),
-             create_outbox.enabled,
-             now(), now())::statesman.outboxes;
-    PERFORM statesman._check_outbox(o);
-    IF EXISTS (SELECT FROM statesman.outboxes x WHERE x.outbox_id = create_outbox.outbox_id) THEN
-        RAISE EXCEPTION 'outbox "%" already exists', create_outbox.outbox_id
-            USING ERRCODE = 'unique_violation', HINT = 'Use statesman.alter_outbox() to change it.';
-    END IF;
-    o.sink_options := statesman._check_sink(create_outbox.sink, create_outbox.sink_options);
-    PERFORM statesman._check_sink_timeout(o.sink_options, o.lease_ttl);
-    BEGIN
-        INSERT INTO statesman.outboxes SELECT o.*;
-    EXCEPTION WHEN unique_violation THEN
-        RAISE EXCEPTION 'outbox "%" already exists', create_outbox.outbox_id
-            USING ERRCODE = 'unique_violation', HINT = 'Use statesman.alter_outbox() to change it.';
-    END;
-    INSERT INTO statesman.outbox_state (outbox_id) VALUES (o.outbox_id);
-    INSERT INTO statesman.leases (outbox_id) VALUES (o.outbox_id);
-    IF o.enabled THEN
-        PERFORM statesman._wake_launcher();
-    END IF;
-END
-$$;
-COMMENT ON FUNCTION statesman.create_outbox(text, text, jsonb, text, integer, interval, boolean, interval,
-    interval, interval, interval, integer, text, text, boolean) IS
-    'registers an outbox: a sink that the worker delivers every feed record to';
+-- (create_outbox is replaced below, with the postgres sink's password rule: that copy also
+-- wakes the launcher.)
 
 CREATE OR REPLACE FUNCTION statesman.resume_outbox(outbox_id text) RETURNS void
     LANGUAGE plpgsql VOLATILE SECURITY DEFINER
