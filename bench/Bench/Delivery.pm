@@ -82,7 +82,7 @@ sub lat_cell
 sub wait_caught_up
 {
 	my ($b, $outbox) = @_;
-	$b->wait_for("SELECT NOT EXISTS (SELECT FROM statesman.history h WHERE h.global_position IS NULL)
+	$b->wait_for("SELECT (SELECT COALESCE(unsequenced_records, 0) = 0 FROM statesman.feed_status)
                 AND (SELECT cursor_position IS NOT DISTINCT FROM head_position
                      FROM statesman.outbox_status WHERE outbox_id = '$outbox')", $CATCH_UP,
 		"outbox $outbox to deliver everything");
@@ -540,7 +540,7 @@ SQL
 	$b->pgbench_wait($p)
 	  or $b->fail("bench: appending the backlog failed:\n" . PostgreSQL::Test::Utils::slurp_file($p->{log}));
 	# Every record sequenced (the database worker does it as they commit; this finishes the job).
-	while ($b->q('SELECT EXISTS (SELECT FROM statesman.history WHERE global_position IS NULL)') eq 't')
+	while ($b->q('SELECT COALESCE(unsequenced_records, 0) > 0 FROM statesman.feed_status') eq 't')
 	{
 		$b->q('SELECT statesman.sequence_feed(100000)');
 		usleep(100_000);
