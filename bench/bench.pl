@@ -7,7 +7,8 @@
 #
 #   bench/bench.pl --huge-pages=on|try
 #
-# The parts: Bench::Append (append vs bare INSERT and PgQ, sequence_feed), Bench::Delivery
+# The parts: Bench::Append (append vs bare INSERT and PgQ with the worker on and pgqd ticking;
+# the worker-off breakdown and sequence_feed), Bench::Delivery
 # (latency, lease, read_feed drains and breakdown, drains to the sinks), Bench::PgQ (PgQ's
 # drain and latency), Bench::Steady (the steady state); the report: Bench::Report.
 use strict;
@@ -68,8 +69,9 @@ sub loadavg
 }
 
 # The cluster's settings. Identical for every workload: nothing here favours either side. The
-# background worker is off for the append runs (it would sequence the records as they commit,
-# on the same two cores); the delivery part turns it on (and restarts the cluster).
+# background worker starts off; the append part turns it on for its headline rounds and off
+# for its breakdown (statesman.enabled is reloadable), the delivery part turns it on (and
+# restarts the cluster).
 my @settings = (
 	'shared_buffers = 4GB',
 	'max_wal_size = 4GB',

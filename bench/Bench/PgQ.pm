@@ -5,7 +5,8 @@
 #   setup($b, $R)          CREATE EXTENSION pgq, the queue `bench` with one consumer, and the
 #                          append workload pgq.sql; $R->{pgq_truncate}, the event tables the
 #                          append part empties before each run
-#   append_report($b, $R)  the section "Append vs PgQ": statesman.append vs pgq.insert_event
+#   pgqd_start, pgqd_stop  pgqd as a daemon (the append part's worker-on rounds run it at its
+#                          defaults; Bench::Append reports the append against PgQ)
 #   measure($b, $R)        the backlog drain and the commit → consumer latency
 #   report($b, $R)         their section
 #   summary($b, $R)        its rows of the summary table when the delivery part did not run
@@ -29,7 +30,7 @@ use utf8;
 
 use Bench::Append;
 use Bench::Delivery qw(windows_median windows_list lat_cell);
-use Bench::Format qw(stats fmt_int fmt_cell rate_cell ratio verdict paired_ratio med int_list);
+use Bench::Format qw(stats fmt_int fmt_cell rate_cell ratio verdict med int_list);
 use IPC::Run;
 use Time::HiRes qw(time usleep);
 
@@ -59,53 +60,6 @@ SQL
 	# The queue's parent event table; TRUNCATE on it empties its rotation tables too.
 	$R->{pgq_truncate} = $b->q("SELECT queue_data_pfx FROM pgq.queue WHERE queue_name = 'bench'");
 	return;
-}
-
-# The append rows against PgQ. Each statesman run is paired with the PgQ run of the same round.
-sub append_report
-{
-	my ($b, $R) = @_;
-	my @ac = @{ $b->s->{append_clients} };
-	my @o;
-	push @o, '', '### Append vs PgQ `pgq.insert_event`', '',
-	  '- PgQ ' . $b->q('SELECT pgq.version()')
-	  . ', queue `bench` with one registered consumer and no ticker running (an insert does not wait for one); the same pgbench settings, runs and resets as the table above, in turn with them (baseline, PgQ, statesman in each round; a statesman run is paired with the PgQ run of its round); `TRUNCATE` of the queue\'s event tables before each run',
-	  "- workload: `SELECT pgq.insert_event('bench', 'acct/' || :id, (<payload>)::text)`, the same payload expression as the other two (PgQ stores event data as text)",
-	  '',
-	  '| measurement | clients | synchronous_commit | statesman: median (min–max) | PgQ `insert_event`: median (min–max) | statesman ÷ PgQ: median of paired runs (each pair) | ratio of medians | target | met | PgQ ÷ bare INSERT, paired |',
-	  '|---|---|---|---|---|---|---|---|---|---|';
-	for my $c (@ac)
-	{
-		for my $sync (qw(on off))
-		{
-			my $st = $R->{tps}{"$c/$sync/statesman"};
-			my $pq = $R->{tps}{"$c/$sync/pgq"};
-			my @sm = stats(@$st);
-			my @pm = stats(@$pq);
-			my ($rat, $per) = paired_ratio($st, $pq);
-			my ($pb) = paired_ratio($pq, $R->{tps}{"$c/$sync/baseline"});
-			push @o,
-			  "| append, tx/s | $c | $sync | " . fmt_cell(@sm) . ' | ' . fmt_cell(@pm) . ' | '
-			  . sprintf('%.2f', $rat) . "× ($per) | " . ratio($sm[0], $pm[0]) . '× | ≥ 1.00× | '
-			  . verdict($rat, 1.0) . ' | ' . sprintf('%.2f', $pb) . '× |';
-		}
-	}
-	for my $c (@ac)
-	{
-		for my $sync (qw(on off))
-		{
-			push @o,
-			  "| CPU per transaction (server and pgbench), µs, median (min–max) | $c | $sync | "
-			  . fmt_cell(stats(@{ $R->{cpu}{"$c/$sync/statesman"} })) . ' | '
-			  . fmt_cell(stats(@{ $R->{cpu}{"$c/$sync/pgq"} }))
-			  . ' | — | — | informational | — | — |';
-		}
-	}
-	push @o,
-	  '| WAL per transaction, bytes (median of all runs) | all | on and off | '
-	  . fmt_int(med(@{ $R->{wal}{statesman} })) . ' | ' . fmt_int(med(@{ $R->{wal}{pgq} }))
-	  . ' | — | — | informational | — | — |';
-	return @o;
 }
 
 # ---- pgqd ----

@@ -15,8 +15,8 @@ use utf8;
 use Bench::Settings qw(want);
 
 my %TITLE = (
-	''       => "append vs bare INSERT and PgQ; delivery; PgQ's drain and latency; steady state",
-	append   => 'append vs bare INSERT and PgQ',
+	''       => "append vs bare INSERT and PgQ, worker on; delivery; PgQ's drain and latency; steady state",
+	append   => 'append vs bare INSERT and PgQ, worker on',
 	delivery => 'delivery',
 	pgq      => "PgQ's drain and latency",
 	steady   => 'steady state');
@@ -62,17 +62,13 @@ sub lines
 		'- machine: ' . _machine($b->{ncpu}),
 		"- load average (1/5/15 min): before $R->{load_before}, after $R->{load_after} (the benchmark's own load included)");
 	push @o,
-	  '  CPU used by other processes on the machine during each measured append run is in the last column of the append table (% of all CPUs, kernel threads included)'
+	  '  CPU used by other processes on the machine during each measured append run (the span of its pgbench) is in the last column of the append tables against the bare INSERT (% of all CPUs, kernel threads included)'
 	  if want($s, 'append');
 	push @o, "- PostgreSQL: $R->{server_version}; statesman $R->{statesman_version}",
 	  '- cluster settings (one throwaway cluster, the same for every workload): ' . join(', ', @{ $R->{server_settings} });
 	push @o, summary($b, $R);
 	push @o, '', 'The sections below give each figure\'s runs, settings and method.';
-	if (want($s, 'append'))
-	{
-		push @o, Bench::Append::report($b, $R);
-		push @o, Bench::PgQ::append_report($b, $R);
-	}
+	push @o, Bench::Append::report($b, $R) if want($s, 'append');
 	push @o, Bench::Delivery::report($b, $R) if want($s, 'delivery');
 	push @o, Bench::PgQ::report($b, $R)      if want($s, 'pgq');
 	push @o, Bench::Steady::report($b, $R)   if want($s, 'steady');

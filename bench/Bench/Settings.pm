@@ -51,6 +51,9 @@ sub from_env
 	  unless $ac =~ /^ *[1-9][0-9]*( +[1-9][0-9]*)* *$/;
 	$s{append_clients} = [ split ' ', $ac ];
 	_bad('BENCH_RUNS and BENCH_SECONDS must be >= 1') if $s{runs} < 1 || $s{secs} < 1;
+	# The worker-off breakdown of the append part: its runs per cell (0: not run).
+	$s{worker_off_runs} = _get('BENCH_WORKER_OFF_RUNS', $s{runs}, $whole,
+		'BENCH_WORKER_OFF_RUNS must be a whole number');
 
 	# The delivery part (scripts/bench's delivery section); PgQ's drain and latency use the same.
 	my $dmsg =
