@@ -32,14 +32,28 @@ extern "C" Datum statesman_known_sinks(PG_FUNCTION_ARGS) {
   });
 }
 
+namespace {
+
+// The (sink text, sink_options jsonb) arguments both entries take, as C strings.
+struct SinkArgs {
+  char *name;
+  char *options;
+};
+
+SinkArgs ReadSinkArgs(FunctionCallInfo fcinfo) {
+  using namespace statesman;
+  return pg::Call([&] {
+    Jsonb *j = PG_GETARG_JSONB_P(1);
+    return SinkArgs{text_to_cstring(PG_GETARG_TEXT_PP(0)), JsonbToCString(nullptr, &j->root, VARSIZE(j))};
+  });
+}
+
+}  // namespace
+
 extern "C" Datum statesman_check_sink_options(PG_FUNCTION_ARGS) {
   using namespace statesman;
   return pg::Invoke([&] {
-    char *name = pg::Call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
-    char *options = pg::Call([&] {
-      Jsonb *j = PG_GETARG_JSONB_P(1);
-      return JsonbToCString(nullptr, &j->root, VARSIZE(j));
-    });
+    auto [name, options] = ReadSinkArgs(fcinfo);
     const sink::SinkType *type = sink::FindSink(name);
     if (type == nullptr || type->check_options == nullptr)
       throw Error(sqlstate::kInvalidParameterValue, std::string("sink \"") + name + "\" takes no options here");
@@ -54,11 +68,7 @@ extern "C" Datum statesman_check_sink_options(PG_FUNCTION_ARGS) {
 extern "C" Datum statesman_sink_gives_password(PG_FUNCTION_ARGS) {
   using namespace statesman;
   return pg::Invoke([&] {
-    char *name = pg::Call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
-    char *options = pg::Call([&] {
-      Jsonb *j = PG_GETARG_JSONB_P(1);
-      return JsonbToCString(nullptr, &j->root, VARSIZE(j));
-    });
+    auto [name, options] = ReadSinkArgs(fcinfo);
     const sink::SinkType *type = sink::FindSink(name);
     if (type == nullptr || type->gives_password == nullptr) {
       fcinfo->isnull = true;
