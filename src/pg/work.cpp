@@ -169,6 +169,14 @@ std::optional<std::string> InSubtransaction(const std::function<void()> &query) 
     });
     if (cancel) throw;
     return message;
+  } catch (...) {
+    // Any other exception (a C++ error of the body) still ends the subtransaction it began.
+    Call([&] {
+      RollbackAndReleaseCurrentSubTransaction();
+      MemoryContextSwitchTo(context);
+      CurrentResourceOwner = owner;
+    });
+    throw;
   }
   Call([&] {
     ReleaseCurrentSubTransaction();

@@ -31,7 +31,7 @@ Value QueryValue(const char *sql, const std::vector<Value> &params = {});
 // Runs query() in a subtransaction of the current transaction. A PostgreSQL ERROR inside it
 // rolls back only the subtransaction and is returned as its message (nullopt: no error), so
 // the transaction can go on (as a PL/pgSQL block with an EXCEPTION clause does). A query
-// cancel is not caught.
+// cancel is not caught; any other exception rolls the subtransaction back and passes on.
 std::optional<std::string> InSubtransaction(const std::function<void()> &query);
 
 // Handles what signals asked for, in statesman's own processes: a pending termination (exits
