@@ -15,6 +15,7 @@
 -- Only the sequencing differs. The append's own work (address lock, revision lookup, retention)
 -- is the same in every design and left out.
 
+SET client_min_messages = warning;
 DROP SCHEMA IF EXISTS tpl, bare, base, a, a2, b, c, bench CASCADE;
 CREATE SCHEMA tpl;
 CREATE SCHEMA bench;
@@ -136,7 +137,12 @@ CREATE INDEX ticks_base ON a.ticks (base);
 INSERT INTO a.ticks VALUES (0, 0, 0, 0, pg_current_snapshot(), pg_current_snapshot());
 
 -- The ticker: one at a time (lock); stores a tick only when something new committed.
-CREATE FUNCTION a.tick() RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+CREATE FUNCTION a.tick() RETURNS bigint LANGUAGE plpgsql VOLATILE
+    SET enable_seqscan = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
+    SET plan_cache_mode = force_custom_plan
+    AS $$
 DECLARE
     last a.ticks;
     cur pg_snapshot;
@@ -152,13 +158,15 @@ BEGIN
     -- transactions running at the last tick that have ended since
     was_running := ARRAY(SELECT x FROM pg_snapshot_xip(last.snap) x
                          WHERE pg_visible_in_snapshot(x, cur));
-    SELECT min(s.id), max(s.id) INTO v_lo, v_hi FROM (
+    -- MATERIALIZED: else min/max would be planned as scans of the id index from either end
+    WITH s AS MATERIALIZED (
         SELECT h.id FROM a.history h
         WHERE h.txid >= pg_snapshot_xmax(last.snap) AND h.txid < pg_snapshot_xmax(cur)
           AND pg_visible_in_snapshot(h.txid, cur)
         UNION ALL
         SELECT h.id FROM a.history h WHERE h.txid = ANY (was_running)
-    ) s;
+    )
+    SELECT min(s.id), max(s.id) INTO v_lo, v_hi FROM s;
     IF v_lo IS NULL THEN
         RETURN NULL;      -- nothing new: no tick, the last one's snapshot stays the reference
     END IF;
@@ -218,7 +226,12 @@ CREATE TABLE a2.ticks (
 CREATE INDEX ticks_base ON a2.ticks (base);
 INSERT INTO a2.ticks VALUES (0, 0, 0, 0, 0, pg_current_xact_id(), pg_current_snapshot(), pg_current_snapshot());
 
-CREATE FUNCTION a2.tick() RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+CREATE FUNCTION a2.tick() RETURNS bigint LANGUAGE plpgsql VOLATILE
+    SET enable_seqscan = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
+    SET plan_cache_mode = force_custom_plan
+    AS $$
 DECLARE
     last a2.ticks;
     cur pg_snapshot;
@@ -276,7 +289,12 @@ CREATE TABLE b.state (singleton boolean PRIMARY KEY, snap pg_snapshot NOT NULL);
 INSERT INTO b.state VALUES (true, pg_current_snapshot());
 CREATE SEQUENCE b.feed_position_seq AS bigint MINVALUE 1 NO CYCLE CACHE 1;
 
-CREATE FUNCTION b.sequence_feed() RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+CREATE FUNCTION b.sequence_feed() RETURNS bigint LANGUAGE plpgsql VOLATILE
+    SET enable_seqscan = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
+    SET plan_cache_mode = force_custom_plan
+    AS $$
 DECLARE
     prev pg_snapshot;
     cur pg_snapshot;
@@ -289,16 +307,15 @@ BEGIN
     SELECT s.snap INTO prev FROM b.state s;
     cur := pg_current_snapshot();
     was_running := ARRAY(SELECT x FROM pg_snapshot_xip(prev) x WHERE pg_visible_in_snapshot(x, cur));
+    WITH s AS MATERIALIZED (
+        SELECT h.id FROM b.history h
+        WHERE h.txid >= pg_snapshot_xmax(prev) AND h.txid < pg_snapshot_xmax(cur)
+          AND pg_visible_in_snapshot(h.txid, cur)
+        UNION ALL
+        SELECT h.id FROM b.history h WHERE h.txid = ANY (was_running)
+    ), o AS MATERIALIZED (SELECT s.id FROM s ORDER BY s.id)
     INSERT INTO b.positions (global_position, history_id)
-    SELECT nextval('b.feed_position_seq'), s.id FROM (
-        SELECT s.id FROM (
-            SELECT h.id FROM b.history h
-            WHERE h.txid >= pg_snapshot_xmax(prev) AND h.txid < pg_snapshot_xmax(cur)
-              AND pg_visible_in_snapshot(h.txid, cur)
-            UNION ALL
-            SELECT h.id FROM b.history h WHERE h.txid = ANY (was_running)
-        ) s ORDER BY s.id
-    ) s;
+    SELECT nextval('b.feed_position_seq'), o.id FROM o;
     GET DIAGNOSTICS n = ROW_COUNT;
     IF n = 0 THEN
         RETURN NULL;
@@ -332,7 +349,12 @@ CREATE TABLE c.runs (
 CREATE TABLE c.state (singleton boolean PRIMARY KEY, snap pg_snapshot NOT NULL, next_base bigint NOT NULL);
 INSERT INTO c.state VALUES (true, pg_current_snapshot(), 1);
 
-CREATE FUNCTION c.sequence_feed() RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
+CREATE FUNCTION c.sequence_feed() RETURNS bigint LANGUAGE plpgsql VOLATILE
+    SET enable_seqscan = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
+    SET plan_cache_mode = force_custom_plan
+    AS $$
 DECLARE
     st c.state;
     cur pg_snapshot;
@@ -345,14 +367,14 @@ BEGIN
     SELECT * INTO st FROM c.state s;
     cur := pg_current_snapshot();
     was_running := ARRAY(SELECT x FROM pg_snapshot_xip(st.snap) x WHERE pg_visible_in_snapshot(x, cur));
-    WITH todo AS (
-        SELECT s.id, row_number() OVER (ORDER BY s.id) - 1 AS k FROM (
-            SELECT h.id FROM c.history h
-            WHERE h.txid >= pg_snapshot_xmax(st.snap) AND h.txid < pg_snapshot_xmax(cur)
-              AND pg_visible_in_snapshot(h.txid, cur)
-            UNION ALL
-            SELECT h.id FROM c.history h WHERE h.txid = ANY (was_running)
-        ) s
+    WITH s AS MATERIALIZED (
+        SELECT h.id FROM c.history h
+        WHERE h.txid >= pg_snapshot_xmax(st.snap) AND h.txid < pg_snapshot_xmax(cur)
+          AND pg_visible_in_snapshot(h.txid, cur)
+        UNION ALL
+        SELECT h.id FROM c.history h WHERE h.txid = ANY (was_running)
+    ), todo AS (
+        SELECT s.id, row_number() OVER (ORDER BY s.id) - 1 AS k FROM s
     )
     INSERT INTO c.runs (base, ids)
     SELECT st.next_base + (k / 200) * 200, array_agg(id ORDER BY k)
