@@ -68,13 +68,12 @@ for d in ${DESIGNS:-base a a2 b c}; do
   q -c "SELECT bench.sequence('$d')" >/dev/null
   [ -n "$(pos_of "$d" "check/$d/after-abort")" ] || fail "$d: record after the rollback not sequenced"
   echo "ok $d: rolled-back record invisible, the next one sequenced"
-  # retention: delete every 7th record and a run of 50; no other position moves
+  # retention: delete every 7th record of the first 30,000 ids and a run of 50; no other position moves
   q -c "CREATE TEMP TABLE before_prune AS SELECT * FROM bench.positions('$d'); ANALYZE before_prune;
-        DELETE FROM $d.history WHERE id % 7 = 0 OR id BETWEEN 1000 AND 1049;
+        DELETE FROM $d.history WHERE id <= 30000 AND (id % 7 = 0 OR id BETWEEN 1000 AND 1049);
         CREATE TEMP TABLE after_prune AS SELECT * FROM bench.positions('$d'); ANALYZE after_prune;
         DO \$\$ BEGIN
-          IF EXISTS (SELECT FROM after_prune a JOIN before_prune b USING (id) WHERE a.pos <> b.pos)
-             OR EXISTS (SELECT FROM after_prune a LEFT JOIN before_prune b USING (id) WHERE b.id IS NULL)
+          IF EXISTS (SELECT id, pos FROM after_prune EXCEPT ALL SELECT id, pos FROM before_prune)
           THEN RAISE EXCEPTION 'positions moved'; END IF;
         END \$\$;" || fail "$d: pruning moved a position"
   echo "ok $d: $(q -c "SELECT count(*) FROM bench.positions('$d')") records left after pruning, no position moved"

@@ -13,8 +13,7 @@ for d in ${DESIGNS:-base a a2 b c}; do
   [ "$d" = bare ] && continue
   mid=$(awk -v d="$d" '$1 == d { print int($6 / 2); exit }' "$OUT/drain.txt")
   echo "=== $d: page of ${PAGE:-1000} after position $mid"
-  q -c "SELECT 'EXPLAIN (ANALYZE, BUFFERS) ' || replace(replace($d.page_sql(), '\$1', '$mid'), '\$2', '${PAGE:-1000}')" \
-    -c '\gexec'
+  echo "SELECT 'EXPLAIN (ANALYZE, BUFFERS) ' || replace(replace($d.page_sql(), '\$1', '$mid'), '\$2', '${PAGE:-1000}') \\gexec" | q
 done
 for d in ${DESIGNS:-base a a2 b c}; do
   [ "$d" = bare ] && continue

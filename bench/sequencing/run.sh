@@ -32,6 +32,7 @@ shared_buffers = 256MB
 max_wal_size = 8GB
 checkpoint_timeout = 30min
 max_connections = 20
+jit = off
 CONF
 as_pg pg_ctl -D "$DIR/data" -l "$DIR/server.log" -w -t 60 start >/dev/null
 cleanup() { [ "${KEEP:-0}" = 1 ] || stop_cluster "$DIR"; }
