@@ -13,6 +13,7 @@ inline constexpr const char *kInvalidParameterValue = "22023";  // invalid_param
 inline constexpr const char *kNullValueNotAllowed = "22004";    // null_value_not_allowed
 inline constexpr const char *kStringTooLong = "22001";          // string_data_right_truncation
 inline constexpr const char *kObjectNotInPrerequisiteState = "55000";
+inline constexpr const char *kProgramLimitExceeded = "54000";
 inline constexpr const char *kInternalError = "XX000";
 }  // namespace sqlstate
 

@@ -343,7 +343,7 @@ void CheckMessageSize(const AppendRequest &req) {
   std::string limit = std::to_string(store::kMaxMessageBytes);
   size_t max_payload = store::MaxPayloadBytes(f.verbatim);
   if (f.payload > 0 && max_payload > 0)
-    throw Error("54000",
+    throw Error(sqlstate::kProgramLimitExceeded,
                 "payload of " + std::to_string(f.payload) +
                     " bytes is too large for the feed: with this record's "
                     "other fields a message can carry at most " +
@@ -351,7 +351,7 @@ void CheckMessageSize(const AppendRequest &req) {
                 "A feed message is one jsonb value of at most " + limit +
                     " bytes, with the payload in base64 (4 bytes for every 3). Store larger objects elsewhere "
                     "and append a reference to them.");
-  throw Error("54000",
+  throw Error(sqlstate::kProgramLimitExceeded,
               "the record is too large for the feed: its fields other than the payload (metadata, error, "
               "source, ...) take " +
                   std::to_string(f.verbatim) + " bytes of a message",
