@@ -23,7 +23,9 @@ OBJS = \
 	src/sinks/sink_options_sql.o \
 	src/sinks/table.o \
 	src/sinks/redis.o \
-	src/sinks/postgres.o
+	src/sinks/postgres.o \
+	src/sinks/routing.o \
+	src/sinks/format.o
 
 # One full install script, built (below); the released versions' install scripts are not kept:
 # the upgrade test takes them from git (make upgrade-bases, test/upgrade/releases).
@@ -130,7 +132,7 @@ installcheck: upgrade-bases
 # the client library). Each test/unit/test_*.cpp is one program printing TAP.
 UNIT_TESTS   = $(patsubst test/unit/%.cpp,test/unit/build/%,$(wildcard test/unit/test_*.cpp))
 UNIT_SOURCES = src/worker/backoff.cpp src/feed/message_format.cpp src/store/names.cpp \
-               src/sinks/io.cpp src/sinks/postgres.cpp
+               src/sinks/io.cpp src/sinks/postgres.cpp src/sinks/routing.cpp src/sinks/format.cpp
 UNIT_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -O1 -g \
                 -Iinclude -Itest/unit
 test/unit/build/%.o: src/%.cpp
