@@ -12,7 +12,9 @@
 // handlers run on its own thread only. The sink keeps one connection across pages: nats.c
 // reconnects by itself after a server restart, while the sink waits for it in slices of
 // Budget::kCancelCheck, so no call waits past the Budget's deadline and a cancel is seen
-// within 100 ms (a write to a server that stopped reading gives up after kWriteDeadlineMs).
+// within 100 ms. Two waits inside nats.c are bounded otherwise: the first connection's
+// handshake (at most kMaxConnectTimeoutMs, and no longer than the budget) and a write to a
+// server that stopped reading (kWriteDeadlineMs, then nats.c drops the connection).
 //
 // Not thread-safe: a NatsSink is used by one thread at a time (its dispatcher).
 #include <nats/nats.h>
@@ -239,8 +241,6 @@ void OnAck(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
   natsMsg_Destroy(msg);
 }
 
-void OnConnected(natsConnection *, void *) {}
-
 // Blocks every signal in this thread while nats.c creates threads (they inherit the mask).
 class SignalsBlocked {
  public:
@@ -299,7 +299,7 @@ class NatsSink : public Sink {
   void Disconnect();
   void WaitConnected(const Budget &budget);
   // Publishes page_[next_ …] while the window has room.
-  void PublishSome();
+  void PublishSome(const std::vector<Message> &page);
   void Abandon();
   std::string Describe(const std::string &what) const {
     std::string text = Redact(Redact(prefix_ + what, password_), token_);
@@ -308,8 +308,9 @@ class NatsSink : public Sink {
   }
   std::string LastError() const {
     const char *text = nullptr;
-    if (conn_ != nullptr) natsConnection_GetLastError(conn_, &text);
-    return text && *text ? text : "no detail";
+    natsStatus st = conn_ != nullptr ? natsConnection_GetLastError(conn_, &text) : NATS_OK;
+    if (text && *text) return text;
+    return st != NATS_OK ? StatusText(st) : "none reported";
   }
 
   Route route_;
@@ -361,20 +362,23 @@ void NatsSink::Connect(const Budget &budget) {
   // A dead peer is noticed within a few seconds, not nats.c's default two minutes.
   if (s == NATS_OK) s = natsOptions_SetPingInterval(opts, 2000);
   if (s == NATS_OK) s = natsOptions_SetMaxPingsOut(opts, 2);
-  // The first attempt is made here; when it fails, nats.c goes on trying in the background and
-  // WaitConnected waits for it (Connect returns NATS_NOT_YET_CONNECTED).
-  if (s == NATS_OK) s = natsOptions_SetRetryOnFailedConnect(opts, true, OnConnected, nullptr);
   if (s != NATS_OK) {
     natsOptions_Destroy(opts);
     throw ConnectionLost("cannot set the connection's options: " + StatusText(s));
   }
+  // The first connection is made here, within the connect timeout (a refused or failed one
+  // fails the page with nats.c's reason, and the next page tries again); once connected,
+  // nats.c reconnects by itself.
   s = natsConnection_Connect(&conn_, opts);
   natsOptions_Destroy(opts);
-  if (s != NATS_OK && s != NATS_NOT_YET_CONNECTED) {
+  if (s != NATS_OK) {
     std::string why = StatusText(s);
     natsStatus last = NATS_OK;
-    const char *detail = nats_GetLastError(&last);
-    if (detail && *detail) why += std::string(": ") + detail;
+    std::string detail = nats_GetLastError(&last) ? nats_GetLastError(&last) : "";
+    // "(conn.c:1905): Authorization Violation": the reason without nats.c's source position.
+    if (size_t p = detail.find("): "); !detail.empty() && detail[0] == '(' && p != std::string::npos)
+      detail.erase(0, p + 3);
+    if (!detail.empty() && detail != why) why += ": " + detail;
     if (conn_ != nullptr) natsConnection_Destroy(conn_);
     conn_ = nullptr;
     throw ConnectionLost("cannot connect: " + why);
@@ -405,15 +409,14 @@ void NatsSink::WaitConnected(const Budget &budget) {
     auto now = Clock::now();
     if (now >= budget.deadline)
       throw ConnectionLost("not connected after " + std::to_string(limit_ms_) + " ms (" +
-                           (st == NATS_CONN_STATUS_RECONNECTING ? "reconnecting" : "connecting") +
-                           "; last error: " + LastError() + ")");
+                           (st == NATS_CONN_STATUS_RECONNECTING ? "the server went away; reconnecting" : "connecting") +
+                           ")");
     auto slice = std::min<Clock::duration>(Budget::kCancelCheck, budget.deadline - now);
     std::this_thread::sleep_for(std::min<Clock::duration>(slice, std::chrono::milliseconds(10)));
   }
 }
 
-void NatsSink::PublishSome() {
-  const std::vector<Message> &page = *page_;
+void NatsSink::PublishSome(const std::vector<Message> &page) {
   std::string rendered;
   while (next_ < page.size() && send_error_.empty()) {
     {
@@ -501,7 +504,7 @@ void NatsSink::Start(const std::vector<Message> &page, const Budget &budget) {
     if (conn_ == nullptr) Connect(budget_);
     WaitConnected(budget_);
     in_flight_ = true;
-    PublishSome();
+    PublishSome(page);
   } catch (const std::exception &e) {  // ConnectionLost; std::bad_alloc
     if (in_flight_) Abandon();
     start_error_ = e.what();
@@ -530,7 +533,7 @@ Outcome NatsSink::Finish() {
   std::string problem;
   try {
     for (;;) {
-      PublishSome();
+      PublishSome(page);
       std::unique_lock<std::mutex> lock(state_->mu);
       if (state_->failed > 0) {
         problem = state_->first_error;
