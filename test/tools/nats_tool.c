@@ -5,6 +5,7 @@
  *   nats_tool URL add-stream NAME SUBJECT [DUPLICATE_WINDOW_S]   a file-backed stream
  *   nats_tool URL account                                         JetStream answers (exit 0)
  *   nats_tool URL count NAME                                      its message count
+ *   nats_tool URL delete-stream NAME
  *   nats_tool URL dump NAME      one line per message: seq TAB subject TAB Nats-Msg-Id TAB
  *                                the headers "k=v;…" TAB the data in hex
  *   nats_tool URL bench SUBJECT COUNT SIZE WINDOW                 JetStream publishes of COUNT
@@ -120,6 +121,11 @@ int main(int argc, char **argv)
 		if ((s = js_GetAccountInfo(&ai, js, NULL, &jerr)) != NATS_OK)
 			die("account info", s);
 		jsAccountInfo_Destroy(ai);
+	}
+	else if (strcmp(cmd, "delete-stream") == 0 && argc >= 4)
+	{
+		if ((s = js_DeleteStream(js, argv[3], NULL, &jerr)) != NATS_OK)
+			die("delete-stream", s);
 	}
 	else if (strcmp(cmd, "count") == 0 && argc >= 4)
 	{

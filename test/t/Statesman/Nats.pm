@@ -9,6 +9,8 @@
 #   $nats->freeze; $nats->thaw;                               # SIGSTOP / SIGCONT
 #   $nats->stop; $nats->start_again;                          # same port, same store
 #   $nats->url                                                # nats://[user:pw@]127.0.0.1:port
+#   $nats->delete_stream('ORDERS');
+#   my ($n, $secs, $rate) = $nats->bench_publish('subject', 100000, 400, 8192);   # nats_tool bench
 #   my $tool = Statesman::Nats::tool();                       # the built nats_tool (make bench)
 package Statesman::Nats;
 
@@ -28,21 +30,24 @@ my $server_bin = '/usr/sbin/nats-server';
 my @running;    # every started server, stopped at exit whatever happened
 my $tool;       # the built nats_tool
 
-# The source tree (for test/tools/nats_tool.c): STATESMAN_SOURCE_DIR, else two levels above
-# this file.
-sub _source_dir
+# test/tools/nats_tool.c: beside this module's test/t/Statesman/ in the source tree, or in the
+# copy of make bench (bench's scratch dir holds Statesman/ and tools/ side by side).
+sub _tool_source
 {
-	return $ENV{STATESMAN_SOURCE_DIR} if $ENV{STATESMAN_SOURCE_DIR};
 	my $here = File::Spec->rel2abs(__FILE__);
-	$here =~ s{/test/t/Statesman/Nats\.pm\z}{} or croak "cannot find the source tree from $here";
-	return $here;
+	$here =~ s{/[^/]+\z}{};    # …/Statesman
+	for my $c ("$here/../../tools/nats_tool.c", "$here/../tools/nats_tool.c")
+	{
+		return $c if -f $c;
+	}
+	croak "cannot find nats_tool.c near $here";
 }
 
 # Builds test/tools/nats_tool.c once per process, into a temp dir; returns its path.
 sub tool
 {
 	return $tool if $tool;
-	my $src = File::Spec->catfile(_source_dir(), 'test', 'tools', 'nats_tool.c');
+	my $src = _tool_source();
 	my $out = File::Spec->catfile(PostgreSQL::Test::Utils::tempdir('nats_tool'), 'nats_tool');
 	my $cc  = $ENV{CC} // 'cc';
 	system($cc, '-O2', '-o', $out, $src, '-lnats') == 0
@@ -148,6 +153,16 @@ sub add_stream
 	my ($self, $name, $subject, $window) = @_;
 	$self->_tool('add-stream', $name, $subject, defined $window ? ($window) : ());
 	return;
+}
+
+sub delete_stream { my ($self, $name) = @_; $self->_tool('delete-stream', $name); return; }
+
+# nats_tool's own JetStream publisher (make bench): $count messages of $size bytes to $subject,
+# each with a Nats-Msg-Id, $window acks in flight; returns (count, seconds, rate).
+sub bench_publish
+{
+	my ($self, $subject, $count, $size, $window) = @_;
+	return split ' ', $self->_tool('bench', $subject, $count, $size, $window);
 }
 
 sub count { my ($self, $name) = @_; my $n = $self->_tool('count', $name); chomp $n; return $n; }
