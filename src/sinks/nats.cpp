@@ -7,8 +7,9 @@
 // "duplicate": true counts as deduplicated. Any error, or an ack missing at the deadline,
 // fails the page (the cursor stays; the retry is deduplicated by the stream).
 //
-// nats.c runs its own threads (a reader, a flusher, the delivery of acks, reconnects); they
-// never call PostgreSQL and are created with every signal blocked, so the process's signal
+// nats.c runs its own threads (a reader, a flusher, timers, the delivery of acks, reconnects);
+// they never call PostgreSQL and are created with every signal blocked (they start in Connect
+// and at the connection's first publish, or from one another), so the process's signal
 // handlers run on its own thread only. The sink keeps one connection across pages: nats.c
 // reconnects by itself after a server restart, while the sink waits for it in slices of
 // Budget::kCancelCheck, so no call waits past the Budget's deadline and a cancel is seen
@@ -75,7 +76,10 @@ UrlParts SplitUrls(const std::string &urls) {
     size_t at = url.find('@', host);
     size_t slash = url.find('/', host);
     if (at != std::string::npos && (slash == std::string::npos || at < slash)) {
-      out.secrets.push_back(url.substr(host, at - host));
+      std::string info = url.substr(host, at - host);  // user:password, or a token
+      out.secrets.push_back(info);
+      if (size_t colon = info.find(':'); colon != std::string::npos && colon + 1 < info.size())
+        out.secrets.push_back(info.substr(colon + 1));
       url.replace(host, at - host, "********");
     }
     if (!out.shown.empty()) out.shown += ',';
@@ -272,7 +276,6 @@ class NatsSink : public Sink {
     password_ = o.value("password", "");
     token_ = o.value("token", "");
     format_ = ParseFormat(o.value("format", "statesman"), kName);
-    timeout_ms_ = o.value("timeout_ms", kDefaultTimeoutMillis);
     UrlParts parts = SplitUrls(url_);
     url_secrets_ = parts.secrets;
     prefix_ = "nats sink " + parts.shown + ": ";
@@ -317,11 +320,11 @@ class NatsSink : public Sink {
   std::string url_, user_, password_, token_;
   std::vector<std::string> url_secrets_;
   Format format_ = Format::kStatesman;
-  int64_t timeout_ms_ = kDefaultTimeoutMillis;
   std::string prefix_;  // "nats sink nats://host:port: "
   natsConnection *conn_ = nullptr;
   jsCtx *js_ = nullptr;
   AckState *state_ = nullptr;
+  bool first_publish_ = false;  // no publish on this connection yet (nats.c starts a thread)
   // Between Start and Finish:
   const std::vector<Message> *page_ = nullptr;
   Budget budget_;
@@ -390,6 +393,7 @@ void NatsSink::Connect(const Budget &budget) {
   jo.PublishAsync.AckHandlerClosure = state_;
   jo.PublishAsync.StallWait = Budget::kCancelCheck.count();
   s = natsConnection_JetStream(&js_, conn_, &jo);
+  first_publish_ = true;
   if (s != NATS_OK) {
     natsConnection_Destroy(conn_);
     conn_ = nullptr;
@@ -452,7 +456,14 @@ void NatsSink::PublishSome(const std::vector<Message> &page) {
       std::lock_guard<std::mutex> lock(state_->mu);
       state_->pending.emplace(key, next_);
     }
-    s = js_PublishMsgAsync(js_, &msg, nullptr);
+    if (first_publish_) {
+      // The first asynchronous publish starts the thread that delivers the acks.
+      SignalsBlocked blocked;
+      s = js_PublishMsgAsync(js_, &msg, nullptr);
+      first_publish_ = false;
+    } else {
+      s = js_PublishMsgAsync(js_, &msg, nullptr);
+    }
     if (s != NATS_OK) {
       // Not taken by the library (msg is still ours): no ack will come for it.
       {

@@ -17,6 +17,7 @@
 #              inline for JSON, data_base64 otherwise, none for a delete, the statesman
 #              extensions).
 #   auth       a wrong password: backing off with the server's authorization error.
+#   threads    nats.c's threads in the dispatcher have the process's signals blocked.
 # Throughout: the password appears in no error, no view and no log line.
 
 use strict;
@@ -128,6 +129,22 @@ no_problems('ORDERS: each record once, on subject sm.orders (the root lower-case
 no_problems('CARTS: each record once, on subject sm.carts, with its message', 'CARTS', 'carts', 'sm.carts');
 is(join(',', outbox_status($node, 'routed', qw(published_total deduplicated_total))),
 	'1000,0', 'published_total 1000, deduplicated_total 0');
+
+# nats.c's threads (reader, flusher, timers, ack delivery) are started with the signals blocked,
+# so that SIGTERM, SIGHUP and SIGUSR1 are handled on the dispatcher's own thread.
+{
+	my $pid = outbox_status($node, 'routed', 'leader_pid');
+	my @threads = grep { $_ != $pid } map { m{/(\d+)$} ? $1 : () } glob("/proc/$pid/task/*");
+	my @open;
+	for my $t (@threads)
+	{
+		my ($blk) = slurp_file("/proc/$pid/task/$t/status") =~ /^SigBlk:\s*([0-9a-f]+)/m;
+		# SIGHUP 1, SIGINT 2, SIGQUIT 3, SIGUSR1 10, SIGTERM 15: bits 0, 1, 2, 9, 14.
+		push @open, "$t ($blk)" unless (hex($blk) & 0x4207) == 0x4207;
+	}
+	cmp_ok(scalar @threads, '>=', 3, 'the dispatcher runs nats.c\'s threads beside its own (' . scalar(@threads) . ')');
+	is("@open", '', 'each of them blocks SIGHUP, SIGINT, SIGQUIT, SIGUSR1 and SIGTERM');
+}
 
 # ---- again --------------------------------------------------------------------------------
 outbox('again', sink_options(subject => 'sm.{root}'), 'batch_size => 300');
