@@ -9,7 +9,8 @@
 #              cursor stays.
 #   outages    while a writer appends, nats-server is stopped and started again (same store),
 #              then stopped with SIGSTOP: the outbox backs off (last_error, attempts > 0), and
-#              once the server is back every acknowledged record is in its stream once.
+#              once the server is back every acknowledged record is in its stream once. A
+#              dispatcher waiting (timeout_ms 20000) for the frozen server ends at once on SIGTERM.
 #   kill -9    the dispatcher is killed (SIGKILL) twice while it drains a backlog: after the
 #              crash restarts, every message id is in the stream once.
 #   cloudevents "format": "cloudevents": each message in the stream parses as a CloudEvents 1.0
@@ -166,6 +167,12 @@ query("SELECT statesman.drop_outbox('lost')");
 # ---- outages --------------------------------------------------------------------------------
 # A writer appends 2,000 records (one transaction each) while the server goes away twice; ten
 # more records appended during each outage make sure there is something to deliver then.
+# An outbox with a long timeout, to be stopped (SIGTERM) while it waits for a frozen server.
+$nats->add_stream('PATIENCE', 'sm.patience');
+outbox('patient', sink_options(subject => 'sm.{root}', timeout_ms => 20000), "root => 'patience'");
+query(q{SELECT statesman.append('patience', 'p/0', '{}')});
+caught_up('patient', 'the patient outbox (timeout_ms 20000) is connected and idle');
+
 my $writer = start_writer($node, 'orders', 'w', 2000, 30);
 wait_for($node,
 	q{SELECT count(*) >= 100 FROM statesman.read_feed(NULL, 1000000, 'orders') f
@@ -184,6 +191,18 @@ wait_for($node,
 	'nats-server started again (same store): the outbox delivers again');
 $nats->freeze;
 query("SELECT count(*) FROM generate_series(1, 10) g, LATERAL statesman.append('orders', 'frozen/' || g, '{}') a");
+query(q{SELECT statesman.append('patience', 'p/1', '{}')});
+{
+	# Inside its 20 s wait for acks from the frozen server: a SIGTERM ends the dispatcher at once.
+	my $pid = outbox_status($node, 'patient', 'leader_pid');
+	sleep 2;
+	my $t0 = time;
+	kill 'TERM', $pid;
+	usleep(20_000) while kill(0, $pid) && time - $t0 < 15;
+	my $took = time - $t0;
+	ok(!kill(0, $pid), sprintf('SIGTERM ends the patient dispatcher while it waits for acks (after %.2f s)', $took));
+	cmp_ok($took, '<', 3, '... within moments, not its 20 s timeout');
+}
 wait_for($node,
 	q{SELECT state = 'backing_off' AND attempts > 0 AND (last_error LIKE '%timed out%' OR last_error LIKE '%not connected%')
 	  FROM statesman.outbox_status WHERE outbox_id = 'routed'},
@@ -199,6 +218,10 @@ no_problems('ORDERS: every record once (the writer\'s, those of the outages), no
 my %in_stream = map { $_->{id} => 1 } @{ $nats->messages('ORDERS') };
 is(scalar(grep { !$in_stream{$_} } @acked), 0, 'every acknowledged append of the writer is in ORDERS');
 is($nats->count('ORDERS'), 2620, 'ORDERS holds 2,620 messages');
+caught_up('patient', 'the patient outbox catches up too');
+no_problems('PATIENCE: both records once (the two outboxes deliver them both: deduplicated)',
+	'PATIENCE', 'patience', 'sm.patience');
+query("SELECT statesman.drop_outbox('patient')");
 
 # ---- kill -9 --------------------------------------------------------------------------------
 # Small pages, so that the kills land while the backlog drains.
