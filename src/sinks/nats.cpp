@@ -282,6 +282,9 @@ class NatsSink : public Sink {
     state_ = new AckState;
   }
 
+  NatsSink(const NatsSink &) = delete;
+  NatsSink &operator=(const NatsSink &) = delete;
+
   // The shared state is not freed: an ack handler that nats.c's delivery thread had already
   // begun could still touch it after the connection is closed (a few bytes per sink, and a
   // dispatcher opens a new sink only when its outbox's options change).

@@ -306,13 +306,21 @@ wait_for($node,
 	'a wrong password: backing off with the authorization error, the password not shown');
 note 'last_error: ' . outbox_status($node, 'wrong', 'last_error');
 query("SELECT statesman.drop_outbox('wrong')");
+query("SELECT statesman.create_outbox('wrong-url', 'nats', '{\"url\": \"nats://shop:Wrong-Url-Pw.2\@127.0.0.1:$port\", "
+	  . "\"timeout_ms\": 1000}', root => 'orders', min_retry_delay => '100 ms', max_retry_delay => '1 s')");
+wait_for($node,
+	q{SELECT attempts > 0 AND last_error LIKE 'nats sink nats://********@127.0.0.1:%cannot connect: Authentication Violation%'
+	    AND last_error NOT LIKE '%Wrong-Url-Pw%' AND last_error NOT LIKE '%shop:%'
+	  FROM statesman.outbox_status WHERE outbox_id = 'wrong-url'},
+	'credentials inside the url: the error shows the url with them masked');
+query("SELECT statesman.drop_outbox('wrong-url')");
 
 # ---- secrets ----------------------------------------------------------------------------------
 my $status = query('SELECT string_agg(s::text, E\'\n\') FROM statesman.outbox_status s');
 unlike($status, qr/\Q$password\E/, 'the password is in no row of outbox_status');
 my $log = slurp_file($node->logfile);
 like($log, qr/nats sink/, 'the log has the sink\'s warnings');
-unlike($log, qr/\Q$password\E|Wrong-Pw/, 'no password in the server log');
+unlike($log, qr/\Q$password\E|Wrong-Pw|Wrong-Url-Pw/, 'no password in the server log');
 
 $node->stop;
 $nats->stop;
