@@ -9,8 +9,9 @@
 #
 # The parts: Bench::Append (append vs bare INSERT and PgQ with the worker on and pgqd ticking;
 # the worker-off breakdown and sequence_feed), Bench::Delivery
-# (latency, lease, read_feed drains and breakdown, drains to the sinks), Bench::PgQ (PgQ's
-# drain and latency), Bench::Steady (the steady state); the report: Bench::Report.
+# (latency, lease, read_feed drains and breakdown, drains to the sinks), Bench::Nats (the drain
+# to the `nats` sink and nats.c's own publisher), Bench::PgQ (PgQ's drain and latency),
+# Bench::Steady (the steady state); the report: Bench::Report.
 use strict;
 use warnings;
 use utf8;
@@ -32,6 +33,7 @@ use lib $FindBin::Bin;
 
 use Bench::Append;
 use Bench::Delivery;
+use Bench::Nats;
 use Bench::PgQ;
 use Bench::Report;
 use Bench::Run;
@@ -107,6 +109,7 @@ $R->{statesman_version} = $b->q("SELECT extversion FROM pg_extension WHERE extna
 $R->{server_version}    = $b->q('SHOW server_version');
 
 Bench::Delivery::measure($b, $R) if want($s, 'delivery');
+Bench::Nats::measure($b, $R)     if want($s, 'nats');        # on the delivery part's backlog, or its own
 Bench::PgQ::measure($b, $R)      if want($s, 'pgq');
 Bench::Steady::measure($b, $R)   if want($s, 'steady');
 

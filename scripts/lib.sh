@@ -7,7 +7,8 @@ PG_CONFIG=${PG_CONFIG:-pg_config}
 # What the build, the tests, the demo and the bench use today.
 PACKAGES="build-essential postgresql-15 postgresql-server-dev-15 postgresql-15-pgtap
   libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
-  libpq-dev libhiredis-dev nlohmann-json3-dev redis-server redis-tools"
+  libpq-dev libhiredis-dev nlohmann-json3-dev redis-server redis-tools
+  libnats-dev nats-server"
 
 say() { printf '%s\n' "$*" >&2; }
 

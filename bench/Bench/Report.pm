@@ -19,7 +19,8 @@ my %TITLE = (
 	append   => 'append vs bare INSERT and PgQ, worker on',
 	delivery => 'delivery',
 	pgq      => "PgQ's drain and latency",
-	steady   => 'steady state');
+	steady   => 'steady state',
+	nats     => 'delivery to the nats sink');
 
 sub _machine
 {
@@ -49,6 +50,7 @@ sub summary
 	push @o, Bench::Delivery::summary($b, $R) if want($s, 'delivery');
 	push @o, Bench::PgQ::summary($b, $R) if want($s, 'pgq') && !want($s, 'delivery');
 	push @o, Bench::Steady::summary($b, $R) if want($s, 'steady');
+	push @o, Bench::Nats::summary($b, $R) if want($s, 'nats');
 	return @o;
 }
 
@@ -72,6 +74,7 @@ sub lines
 	push @o, Bench::Delivery::report($b, $R) if want($s, 'delivery');
 	push @o, Bench::PgQ::report($b, $R)      if want($s, 'pgq');
 	push @o, Bench::Steady::report($b, $R)   if want($s, 'steady');
+	push @o, Bench::Nats::report($b, $R)     if want($s, 'nats');
 	return @o;
 }
 

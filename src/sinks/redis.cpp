@@ -1,7 +1,11 @@
 // The `redis` sink (Redis Streams, hiredis): see docs/design.md §6 and docs/sinks.md.
 //
 // One XADD {key_prefix}:{stream} [MAXLEN ~ n] {globalPosition}-0 messageId <id> message <json>
-// per message, the whole page pipelined on one persistent connection. Redis refuses an id that
+// per message, the whole page pipelined on one persistent connection. `stream` may route by
+// root ({root}, {partition}, {store}: each message to its own stream, see routing.hpp); each
+// stream then holds ascending ids of its own messages, and the duplicate check below is made
+// in the stream the message was routed to. "format": "cloudevents" sends the message as a
+// CloudEvent (format.hpp) in the `message` field. Redis refuses an id that
 // is not above the stream's top entry; for those the sink reads the entry at that id (XRANGE)
 // and compares its messageId: the same message counts as deduplicated, anything else fails the
 // page. The page is accepted only when every message is in the stream.
@@ -23,14 +27,17 @@
 #include <stdexcept>
 
 #include "statesman/error.hpp"
+#include "statesman/sinks/format.hpp"
 #include "statesman/sinks/io.hpp"
+#include "statesman/sinks/routing.hpp"
 
 namespace statesman::sink {
 namespace {
 
 std::string CheckOptions(const std::string &options_json) {
-  nlohmann::json o = ParseOptions(
-      "redis", options_json, {"host", "port", "db", "password", "key_prefix", "stream", "max_length", "timeout_ms"});
+  nlohmann::json o =
+      ParseOptions("redis", options_json,
+                   {"host", "port", "db", "password", "key_prefix", "stream", "max_length", "timeout_ms", "format"});
   nlohmann::json out = nlohmann::json::object();
   out["host"] = StringOption("redis", o, "host").value_or("127.0.0.1");
   out["port"] = IntOption("redis", o, "port", 1, 65535).value_or(6379);
@@ -42,10 +49,14 @@ std::string CheckOptions(const std::string &options_json) {
                 "Leave the option out for a server without a password.");
   if (auto p = StringOption("redis", o, "password")) out["password"] = *p;
   out["key_prefix"] = StringOption("redis", o, "key_prefix").value_or("statesman");
-  out["stream"] = StringOption("redis", o, "stream").value_or("state-change");
+  out["stream"] =
+      Route::Parse(StringOption("redis", o, "stream").value_or("state-change"), "stream", "redis").Pattern();
   if (auto m = IntOption("redis", o, "max_length", 1, INT64_MAX)) out["max_length"] = *m;
   // Without timeout_ms, the dispatcher gives each call 5 s, or half the lease when that is less.
   if (auto t = IntOption("redis", o, "timeout_ms", 1, 3600000)) out["timeout_ms"] = *t;
+  if (auto it = o.find("format"); it != o.end() && !it->is_null() && !it->is_string())
+    throw Error(sqlstate::kInvalidParameterValue, "sink \"redis\": option \"format\" must be a string");
+  out["format"] = FormatName(ParseFormat(StringOption("redis", o, "format").value_or("statesman"), "redis"));
   return out.dump();
 }
 
@@ -87,7 +98,10 @@ class RedisSink : public Sink {
     port_ = o.value("port", 6379);
     db_ = o.value("db", int64_t{0});
     password_ = o.value("password", "");
-    key_ = o.value("key_prefix", "statesman") + ":" + o.value("stream", "state-change");
+    key_prefix_ = o.value("key_prefix", "statesman") + ":";
+    route_ = Route::Parse(o.value("stream", "state-change"), "stream", "redis");
+    key_ = key_prefix_ + route_.Pattern();
+    format_ = ParseFormat(o.value("format", "statesman"), "redis");
     if (o.contains("max_length") && o["max_length"].is_number_integer())
       max_length_ = std::to_string(o["max_length"].get<int64_t>());
     prefix_ = "redis sink " + host_ + ":" + std::to_string(port_) + ": ";
@@ -107,8 +121,10 @@ class RedisSink : public Sink {
   void Exchange(size_t expected, std::vector<Reply> &replies, const Budget &budget, const char *what);
   void Wait(bool for_read, bool for_write, const Budget &budget, const std::string &what);
   void Command(std::initializer_list<std::string_view> args);
-  void AppendXadd(const Message &m);
-  void AppendXrange(int64_t position);
+  void AppendXadd(const Message &m, const std::string &key);
+  void AppendXrange(const std::string &key, int64_t position);
+  // The stream a message goes to: {key_prefix}:{stream}, the stream routed per message.
+  const std::string &KeyOf(size_t i) const { return route_.Routed() ? keys_[i] : key_; }
   void Queue();
   std::string Describe(const std::string &what) const { return Redact(prefix_ + what, password_); }
   std::string Why() const { return conn_ && conn_->errstr[0] ? conn_->errstr : std::strerror(errno); }
@@ -117,7 +133,11 @@ class RedisSink : public Sink {
   int port_ = 6379;
   int64_t db_ = 0;
   std::string password_;
-  std::string key_;  // {key_prefix}:{stream}
+  std::string key_prefix_;  // "{key_prefix}:"
+  Route route_;
+  std::string key_;                // {key_prefix}:{stream}, when the stream is not routed
+  std::vector<std::string> keys_;  // the page's streams, one per message, when it is
+  Format format_ = Format::kStatesman;
   std::optional<std::string> max_length_;
   std::string prefix_;    // "redis sink host:port: "
   int64_t limit_ms_ = 0;  // this call's time limit, for messages
@@ -153,7 +173,12 @@ void RedisSink::Start(const std::vector<Message> &page, const Budget &budget) {
     }
     if (!conn_) Connect(budget_);
     out_.clear();
-    for (const Message &m : page) AppendXadd(m);
+    keys_.clear();
+    if (route_.Routed()) {
+      keys_.reserve(page.size());
+      for (const Message &m : page) keys_.push_back(key_prefix_ + route_.For(m));
+    }
+    for (size_t i = 0; i < page.size(); ++i) AppendXadd(page[i], KeyOf(i));
     Queue();
     in_flight_ = true;
     // Write what the socket takes now; Finish writes the rest.
@@ -200,7 +225,7 @@ Outcome RedisSink::Finish() {
         rejected.push_back(i);
       } else {
         if (failed++ == 0)
-          first_error = "XADD " + key_ + " " + std::to_string(page[i].position) + "-0 (messageId \"" + page[i].id +
+          first_error = "XADD " + KeyOf(i) + " " + std::to_string(page[i].position) + "-0 (messageId \"" + page[i].id +
                         "\") failed: " +
                         (r->type == REDIS_REPLY_ERROR ? std::string(Text(r))
                                                       : "unexpected reply type " + std::to_string(r->type));
@@ -208,7 +233,7 @@ Outcome RedisSink::Finish() {
     }
 
     if (!rejected.empty()) {
-      for (size_t i : rejected) AppendXrange(page[i].position);
+      for (size_t i : rejected) AppendXrange(KeyOf(i), page[i].position);
       Queue();
       Exchange(rejected.size(), replies_, b, "XRANGE");
       for (size_t k = 0; k < rejected.size(); ++k) {
@@ -241,9 +266,9 @@ Outcome RedisSink::Finish() {
                           : "the entry there has no messageId field";
         }
         if (failed++ == 0)
-          first_error = "position " + std::to_string(m.position) + " (messageId \"" + m.id + "\"): XADD " + key_ +
-                        " refused id " + std::to_string(m.position) + "-0 as not above the stream's top, and " +
-                        problem;
+          first_error = "position " + std::to_string(m.position) + " (messageId \"" + m.id + "\"): XADD " +
+                        KeyOf(rejected[k]) + " refused id " + std::to_string(m.position) +
+                        "-0 as not above the stream's top, and " + problem;
       }
     }
 
@@ -318,19 +343,22 @@ void RedisSink::Command(std::initializer_list<std::string_view> args) {
   }
 }
 
-void RedisSink::AppendXadd(const Message &m) {
+void RedisSink::AppendXadd(const Message &m, const std::string &key) {
   char id[32];
   std::string_view sid(id, StreamId(m.position, id));
+  std::string rendered;
+  if (format_ != Format::kStatesman) rendered = Render(format_, m);
+  std::string_view message = format_ != Format::kStatesman ? std::string_view(rendered) : std::string_view(m.json);
   if (max_length_)
-    Command({"XADD", key_, "MAXLEN", "~", *max_length_, sid, "messageId", m.id, "message", m.json});
+    Command({"XADD", key, "MAXLEN", "~", *max_length_, sid, "messageId", m.id, "message", message});
   else
-    Command({"XADD", key_, sid, "messageId", m.id, "message", m.json});
+    Command({"XADD", key, sid, "messageId", m.id, "message", message});
 }
 
-void RedisSink::AppendXrange(int64_t position) {
+void RedisSink::AppendXrange(const std::string &key, int64_t position) {
   char id[32];
   std::string_view sid(id, StreamId(position, id));
-  Command({"XRANGE", key_, sid, sid});
+  Command({"XRANGE", key, sid, sid});
 }
 
 // Hands the commands in out_ to hiredis's output buffer.

@@ -1,10 +1,10 @@
 --
 -- sinks: the sinks this build knows, and the options of the sinks outside this
--- database (redis, postgres; docs/design.md §6) as create_outbox and alter_outbox check
+-- database (redis, postgres, nats; docs/design.md §6) as create_outbox and alter_outbox check
 -- them: defaults filled in, every rule an ERROR with SQLSTATE 22023 that names
 -- the option, nothing written, and no secret in any message or view.
 -- (Delivery to real servers is tested in test/t/006_redis_sink.pl and
--- test/t/007_postgres_sink.pl.)
+-- test/t/007_postgres_sink.pl, test/t/030_nats_sink.pl.)
 --
 CREATE EXTENSION IF NOT EXISTS statesman;
 
@@ -87,6 +87,50 @@ SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"password": null}')$$);
 SELECT * FROM public.sink_error($$SELECT statesman.alter_outbox('r-all', sink_options => '{"password": null}')$$);
 SELECT sink_options ? 'password' AS password_kept FROM statesman.outboxes WHERE outbox_id = 'r-all';
+-- Routing by root and the format (docs/sinks.md): placeholders in "stream", "format".
+SELECT statesman.create_outbox('r-routed', 'redis', '{"stream": "{store}.{root}.{partition}", "format": "cloudevents"}');
+SELECT sink_options FROM statesman.outboxes WHERE outbox_id = 'r-routed';
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"stream": "by-{rot}"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"stream": "by-{root"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"stream": "by-root}"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"format": "avro"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('r', 'redis', '{"format": 1}')$$);
+
+--
+-- nats: every default, then each option's rule; every bad option is named in one error.
+--
+SELECT statesman.create_outbox('n-defaults', 'nats');
+SELECT sink, sink_options FROM statesman.outboxes WHERE outbox_id = 'n-defaults';
+SELECT statesman.create_outbox('n-all', 'nats',
+  '{"url": "nats://mq.internal:4223,nats://mq2.internal:4223", "subject": "shop.{store}.{root}", "user": "shop",
+    "password": "s3cr3t-n", "timeout_ms": 2000, "format": "cloudevents"}');
+SELECT sink_options FROM statesman.outboxes WHERE outbox_id = 'n-all';
+SELECT statesman.create_outbox('n-token', 'nats', '{"token": "s3cr3t-t", "subject": "events"}');
+SELECT sink_options - 'token' AS options, sink_options ? 'token' AS token_kept FROM statesman.outboxes WHERE outbox_id = 'n-token';
+
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"uri": "nats://x"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"url": "http://x:4222"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"url": "nats://"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"url": ""}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"url": 4222}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"subject": "a.{roots}"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"subject": "a..b"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"subject": "a.*"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"subject": "a.{root}."}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"subject": "a b"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"timeout_ms": 0}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"timeout_ms": 30000}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"format": "json"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"user": "u"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"password": "hunter2-n"}')$$, 'hunter2-n');
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"user": "u", "password": "hunter2-n", "token": "hunter3-n"}')$$, 'hunter');
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"token": null}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"password": null, "user": "u"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"token": ""}')$$);
+-- Several bad options, one error naming each; a password in the URL is never echoed.
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats',
+  '{"url": "http://u:hunter2-n@x", "subject": "{nope}", "timeout_ms": -1, "format": "xml"}')$$, 'hunter2-n');
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"url": "nats://u:hunter2-n@"}')$$, 'hunter2-n');
 
 --
 -- postgres

@@ -133,7 +133,7 @@ for my $bad (@bad)
 is(query('SELECT count(*) FROM statesman.outboxes'), 0, 'nothing was stored');
 query(q{SELECT statesman.create_outbox('defaults', 'redis', '{}', enabled => false)});
 is(query(q{SELECT sink_options FROM statesman.outboxes WHERE outbox_id = 'defaults'}),
-	'{"db": 0, "host": "127.0.0.1", "port": 6379, "stream": "state-change", "key_prefix": "statesman"}',
+	'{"db": 0, "host": "127.0.0.1", "port": 6379, "format": "statesman", "stream": "state-change", "key_prefix": "statesman"}',
 	'the stored options have their defaults filled in');
 query(q{SELECT statesman.drop_outbox('defaults')});
 
