@@ -23,7 +23,10 @@ OBJS = \
 	src/sinks/sink_options_sql.o \
 	src/sinks/table.o \
 	src/sinks/redis.o \
-	src/sinks/postgres.o
+	src/sinks/postgres.o \
+	src/sinks/routing.o \
+	src/sinks/format.o \
+	src/sinks/kafka.o
 
 # One full install script, built (below); the released versions' install scripts are not kept:
 # the upgrade test takes them from git (make upgrade-bases, test/upgrade/releases).
@@ -36,6 +39,8 @@ PG_CPPFLAGS = -I$(CURDIR)/include -DSTATESMAN_VERSION='"$(EXTVERSION)"'
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -fno-omit-frame-pointer
 # The redis sink uses hiredis, the postgres sink libpq (as dblink and postgres_fdw do).
 SHLIB_LINK  = -lhiredis -lpq -lstdc++
+# The kafka sink uses librdkafka.
+SHLIB_LINK += -lrdkafka
 
 # Only the postgres sink sees libpq's headers (it never includes the server's).
 src/sinks/postgres.o: CXXFLAGS += -I$(LIBPQ_INCLUDEDIR)
@@ -130,7 +135,7 @@ installcheck: upgrade-bases
 # the client library). Each test/unit/test_*.cpp is one program printing TAP.
 UNIT_TESTS   = $(patsubst test/unit/%.cpp,test/unit/build/%,$(wildcard test/unit/test_*.cpp))
 UNIT_SOURCES = src/worker/backoff.cpp src/feed/message_format.cpp src/store/names.cpp \
-               src/sinks/io.cpp src/sinks/postgres.cpp
+               src/sinks/io.cpp src/sinks/postgres.cpp src/sinks/routing.cpp src/sinks/format.cpp
 UNIT_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -O1 -g \
                 -Iinclude -Itest/unit
 test/unit/build/%.o: src/%.cpp

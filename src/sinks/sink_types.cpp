@@ -8,9 +8,10 @@ namespace statesman::sink {
 extern const SinkType kTableSink;
 extern const SinkType kRedisSink;
 extern const SinkType kPostgresSink;
+extern const SinkType kKafkaSink;
 
 const std::vector<const SinkType *> &SinkTypes() {
-  static const std::vector<const SinkType *> types = {&kTableSink, &kRedisSink, &kPostgresSink};
+  static const std::vector<const SinkType *> types = {&kTableSink, &kRedisSink, &kPostgresSink, &kKafkaSink};
   return types;
 }
 
