@@ -97,6 +97,9 @@ std::vector<std::pair<std::string, std::string>> Settings(const nlohmann::json &
   // Records not written within about one call are given up by librdkafka too, so a failed
   // page's records do not pile up behind the retry (linger.ms must stay below it).
   s.emplace_back("message.timeout.ms", std::to_string(std::max<int64_t>(timeout, 100)));
+  // A topic the cluster says it does not have fails its records within the call (librdkafka
+  // waits 30 s by default, for a topic just created to propagate): the page fails naming it.
+  s.emplace_back("topic.metadata.propagation.max.ms", std::to_string(std::max<int64_t>(timeout / 2, 100)));
   // Java's partitioner, so that a key lands in the partition a Java producer would pick.
   s.emplace_back("partitioner", "murmur2_random");
   s.emplace_back("client.id", "statesman");
@@ -211,6 +214,7 @@ class KafkaSink : public Sink {
   struct Page;
   void Connect();
   void Drop();
+  bool NoteFatal();
   rd_kafka_topic_t *TopicFor(const std::string &name);
   void Produce(const Message &m, uint32_t index);
   bool Serve(int ms);
@@ -300,13 +304,21 @@ void KafkaSink::OnDelivery(rd_kafka_t *, const rd_kafka_message_t *m, void *opaq
                        msg.id + "\") was not delivered: " + why;
 }
 
+// Whether the producer has hit a fatal error (an idempotence or gapless-guarantee violation):
+// it produces nothing more, and the next page gets a new one. Notes the error for the page.
+bool KafkaSink::NoteFatal() {
+  char why[512];
+  rd_kafka_resp_err_t orig = rd_kafka_fatal_error(producer_.get(), why, sizeof(why));
+  if (orig == RD_KAFKA_RESP_ERR_NO_ERROR) return false;
+  fatal_ = true;
+  last_error_ = std::string("fatal error (") + rd_kafka_err2name(orig) + "): " + why;
+  return true;
+}
+
 void KafkaSink::OnError(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
   KafkaSink *self = static_cast<KafkaSink *>(opaque);
   if (err == RD_KAFKA_RESP_ERR__FATAL) {
-    char why[512];
-    rd_kafka_resp_err_t orig = rd_kafka_fatal_error(rk, why, sizeof(why));
-    self->fatal_ = true;
-    self->last_error_ = std::string("fatal error (") + rd_kafka_err2name(orig) + "): " + why;
+    self->NoteFatal();
   } else {
     self->last_error_ = reason ? reason : rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err));
   }
@@ -340,10 +352,14 @@ void KafkaSink::Produce(const Message &m, uint32_t index) {
         RD_KAFKA_V_HEADER("epoch", epoch.data(), static_cast<ssize_t>(epoch.size())), RD_KAFKA_V_OPAQUE(tag),
         RD_KAFKA_V_END);
     if (err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
+    if (err == RD_KAFKA_RESP_ERR__FATAL) NoteFatal();
     if (err != RD_KAFKA_RESP_ERR__QUEUE_FULL)
       throw std::runtime_error("topic \"" + name + "\": position " + std::to_string(m.position) +
-                               " cannot be produced: " + rd_kafka_err2str(err) +
-                               (fatal_ || err == RD_KAFKA_RESP_ERR__FATAL ? "; " + last_error_ : std::string()));
+                               " cannot be produced: " +
+                               (err == RD_KAFKA_RESP_ERR__FATAL ? "the producer failed: " + last_error_
+                                : err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC
+                                    ? "the topic does not exist (" + std::string(rd_kafka_err2str(err)) + ")"
+                                    : std::string(rd_kafka_err2str(err))));
     // The producer's queue is full: serve delivery reports until it has room.
     if (!Serve(10))
       throw std::runtime_error("timed out after " + std::to_string(limit_ms_) +
@@ -396,7 +412,7 @@ void KafkaSink::Start(const std::vector<Message> &page, const Budget &budget) {
   outstanding_ = 0;
   if (page.empty()) return;
   try {
-    if (producer_ && fatal_) Drop();
+    if (producer_ && (fatal_ || NoteFatal())) Drop();
     if (!producer_) Connect();
     for (size_t i = 0; i < page.size(); ++i) {
       Produce(page[i], static_cast<uint32_t>(i));
@@ -427,7 +443,7 @@ Outcome KafkaSink::Finish() {
     return out;
   }
   bool cancelled = false;
-  while (outstanding_ > 0 && failed_ == 0 && !fatal_) {
+  while (outstanding_ > 0 && failed_ == 0 && !fatal_ && !NoteFatal()) {
     if (!Serve(static_cast<int>(Budget::kCancelCheck.count()))) {
       cancelled = budget_.cancelled && budget_.cancelled();
       break;
@@ -445,7 +461,8 @@ Outcome KafkaSink::Finish() {
                                               std::to_string(page.size()) + " records)"
                                         : std::string());
   } else if (fatal_) {
-    error = "the producer failed: " + last_error_;
+    error = "the producer failed (" + std::to_string(outstanding_) + " of " + std::to_string(page.size()) +
+            " delivery reports outstanding, " + Outstanding() + "): " + last_error_;
   } else {
     std::string waiting = std::to_string(outstanding_) + " of " + std::to_string(page.size()) +
                           " delivery reports outstanding, " + Outstanding();
@@ -456,7 +473,7 @@ Outcome KafkaSink::Finish() {
   }
   // The producer stays (its queued records expire by message.timeout.ms), unless it hit a fatal
   // error: then the next page gets a new one.
-  if (fatal_) Drop();
+  if (fatal_ || NoteFatal()) Drop();
   done();
   out.error = Describe(error);
   return out;

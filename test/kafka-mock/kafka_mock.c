@@ -12,7 +12,8 @@
  *                                         sets allow.auto.create.topics=false)
  *   errors APIKEY ERR [ERR …]             the next requests of that API key (Produce = 0) fail
  *                                         with these error codes, one each, in order
- *                                         (rd_kafka_mock_push_request_errors)
+ *                                         (rd_kafka_mock_push_request_errors); ERR*N is
+ *                                         ERR N times
  *   clear APIKEY                          drop the errors still pushed for that API key
  *   topic_error NAME ERR                  the topic's metadata reports ERR (0 clears it)
  *   down ID | up ID                       a broker refuses connections / accepts them again
@@ -94,18 +95,32 @@ int main(int argc, char **argv) {
                (n == 3 || Number(words[3], &c))) {
       Reply(rd_kafka_mock_topic_create(mc, words[1], (int)a, (int)c));
     } else if (strcmp(cmd, "errors") == 0 && n >= 3 && Number(words[1], &a)) {
-      rd_kafka_resp_err_t errs[MAX_WORDS];
+      /* Each word is a code, or CODE*COUNT for that code COUNT times. */
+      rd_kafka_resp_err_t *errs = NULL;
+      size_t cnt = 0;
       int ok = 1;
       for (int i = 2; i < n && ok; i++) {
-        ok = Number(words[i], &b);
-        errs[i - 2] = (rd_kafka_resp_err_t)b;
+        long times = 1;
+        char *star = strchr(words[i], '*');
+        if (star != NULL) {
+          *star = '\0';
+          ok = Number(star + 1, &times) && times >= 1 && times <= 100000;
+        }
+        ok = ok && Number(words[i], &b);
+        rd_kafka_resp_err_t *more = ok ? realloc(errs, (cnt + (size_t)times) * sizeof(*errs)) : NULL;
+        if (more == NULL) {
+          ok = 0;
+          break;
+        }
+        errs = more;
+        while (times-- > 0) errs[cnt++] = (rd_kafka_resp_err_t)b;
       }
-      if (!ok) {
-        Fail("an error code is not a number");
-        continue;
-      }
-      rd_kafka_mock_push_request_errors_array(mc, (int16_t)a, (size_t)(n - 2), errs);
-      Reply(RD_KAFKA_RESP_ERR_NO_ERROR);
+      if (ok) rd_kafka_mock_push_request_errors_array(mc, (int16_t)a, cnt, errs);
+      free(errs);
+      if (ok)
+        Reply(RD_KAFKA_RESP_ERR_NO_ERROR);
+      else
+        Fail("an error code is not a number (CODE or CODE*COUNT)");
     } else if (strcmp(cmd, "clear") == 0 && n == 2 && Number(words[1], &a)) {
       rd_kafka_mock_clear_request_errors(mc, (int16_t)a);
       Reply(RD_KAFKA_RESP_ERR_NO_ERROR);

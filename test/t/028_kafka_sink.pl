@@ -104,6 +104,27 @@ sub compare_topic
 	return (scalar @records, \@problems, $dups);
 }
 
+# Now, for failed_since: a failure is seen by its last_error_at even when the retry
+# succeeded before the test looked (attempts is back at 0 then).
+sub now { return query('SELECT clock_timestamp()'); }
+sub failed_since
+{
+	my ($outbox, $since, $what) = @_;
+	wait_for($node, qq{SELECT last_error_at > '$since' FROM statesman.outbox_state WHERE outbox_id = '$outbox'}, $what);
+	return query(qq{SELECT last_error FROM statesman.outbox_state WHERE outbox_id = '$outbox'});
+}
+
+# Waits until outbox $outbox has published $count records in all, with no failure
+# pending (published_total counts each record once: a failed page counts nothing).
+sub wait_published
+{
+	my ($outbox, $count, $what) = @_;
+	wait_for($node,
+		qq{SELECT published_total >= $count AND attempts = 0 AND cursor_position = head_position
+		   FROM statesman.outbox_status WHERE outbox_id = '$outbox'}, $what);
+	return;
+}
+
 sub no_problems
 {
 	my ($problems, $what) = @_;
@@ -203,4 +224,140 @@ no_problems($problems, 'deliver: users likewise');
 is_deeply([ outbox_status($node, 'main', qw(state attempts deduplicated_total skipped_total)) ],
 	[ 'leading', 0, 0, 0 ], 'deliver: leading, no failures');
 
+# ---------------------------------------------------------------------------
+# 2. Injected errors on Produce.
+# ---------------------------------------------------------------------------
+# A few retriable errors: librdkafka retries them within the call.
+$kafka->errors(0, 7, 7, 7);
+query(q{SELECT statesman.append('orders', 'o' || (i % 97), jsonb_build_object('i', i, 'phase', 'retriable'))
+	FROM generate_series(1, 300) i});
+$total += 300;
+wait_published('main', $total, 'errors: three retriable errors (REQUEST_TIMED_OUT) are retried by the producer; all delivered');
+
+# A non-retriable error: the page fails naming the topic, the outbox backs off.
+my $since = now();
+$kafka->errors(0, 29);
+query(q{SELECT statesman.append('orders', 'o' || (i % 97), jsonb_build_object('i', i, 'phase', 'refused'))
+	FROM generate_series(1, 300) i});
+my $error = failed_since('main', $since, 'errors: a refused Produce request fails the page');
+my $state;
+# The refused batch fails its records; when later batches were written already, the
+# producer stops with a fatal error instead (enable.gapless.guarantee) and is replaced.
+like($error, qr/^kafka sink \Q$brokers\E: (topic "statesman\.orders": position \d+ (\(messageId "[^"]+"\) was not delivered: .*authorization|cannot be produced: the producer failed: fatal error)|the producer failed \(.*topic "statesman\.orders".*\): fatal error)/i,
+	"errors: last_error names the topic and Kafka's error ($error)");
+$total += 300;
+wait_published('main', $total, 'errors: the retry delivers the page');
+
+# More retriable errors than the call has time for: the call times out, the outbox backs
+# off, then everything is delivered.
+$since = now();
+$kafka->errors(0, "19*400");
+query(q{SELECT statesman.append('orders', 'o' || (i % 97), jsonb_build_object('i', i, 'phase', 'many'))
+	FROM generate_series(1, 300) i});
+$error = failed_since('main', $since, 'errors: 400 NOT_ENOUGH_REPLICAS in a row fail the call');
+like($error, qr/^kafka sink \Q$brokers\E: (timed out after \d+ ms waiting for delivery reports \(\d+ of \d+ delivery reports outstanding, topic "statesman\.orders"\)|topic "statesman\.orders": .*not delivered)/,
+	"errors: last_error says why ($error)");
+$total += 300;
+wait_published('main', $total, 'errors: once the errors are used up, everything is delivered');
+my $dups;
+($records, $problems, $dups) = compare_topic('statesman.orders', 'orders', 1);
+no_problems($problems, 'errors: every record of orders is in its topic, with its key, headers and message, '
+	  . "per address in revision order: nothing lost ($dups re-delivered)");
+
+# ---------------------------------------------------------------------------
+# 3. Every broker down.
+# ---------------------------------------------------------------------------
+$kafka->down($_) for 1 .. 3;
+my $t_down = time;
+query(q{SELECT statesman.append('users', 'u' || (i % 41), jsonb_build_object('i', i, 'phase', 'down'))
+	FROM generate_series(1, 400) i});
+wait_for($node,
+	q{SELECT state = 'backing_off' AND attempts >= 2 FROM statesman.outbox_status WHERE outbox_id = 'main'},
+	'down: the outbox backs off while no broker answers');
+($state, $error) = outbox_status($node, 'main', qw(state last_error));
+like($error, qr/^kafka sink \Q$brokers\E: (timed out after \d+ ms waiting for delivery reports|topic "statesman\.users": .*not delivered)/,
+	"down: last_error says the delivery reports did not come ($error)");
+$kafka->up($_) for 1 .. 3;
+my $t_up = time;
+$total += 400;
+wait_published('main', $total, 'down: the brokers up, everything is delivered');
+note sprintf('down: brokers down %.1f s; delivered %.1f s after they were up', $t_up - $t_down, time - $t_up);
+($records, $problems, $dups) = compare_topic('statesman.users', 'users', 1);
+no_problems($problems, "down: every record of users is in its topic, in order: nothing lost ($dups re-delivered)");
+
+# ---------------------------------------------------------------------------
+# 4. A routed topic the cluster does not have.
+# ---------------------------------------------------------------------------
+# The mock creates a topic a producer asks for; a topic error makes it say the topic
+# does not exist, as a cluster without auto.create.topics.enable does.
+$kafka->topic_error('missing.ghost', 3);
+my $ghost_options = sink_options(topic => 'missing.{root}', timeout_ms => 2000);
+query(
+	qq{SELECT statesman.create_outbox('ghost', 'kafka', $ghost_options, root => 'ghost',
+	       poll_interval => '200 ms', lease_ttl => '8 s', min_retry_delay => '100 ms', max_retry_delay => '1 s')});
+query(q{SELECT statesman.append('ghost', 'g' || i, '{}') FROM generate_series(1, 5) i});
+$error = failed_since('ghost', '-infinity', 'unknown: the page fails');
+like($error, qr/^kafka sink \Q$brokers\E: topic "missing\.ghost": position \d+ .*the topic does not exist/,
+	"unknown: last_error names the topic ($error)");
+my $first_ghost = query(q{SELECT min(global_position) FROM statesman.read_feed(NULL, 1000, 'ghost')});
+my $ghost_cursor = outbox_status($node, 'ghost', 'cursor_position');
+ok($ghost_cursor eq '' || $ghost_cursor < $first_ghost,
+	"unknown: the cursor (${\($ghost_cursor || 'NULL')}) stays before the page (from $first_ghost)");
+$kafka->topic_error('missing.ghost', 0);
+my $t_created = time;
+wait_published('ghost', 5, 'unknown: once the topic exists, the page is delivered');
+note sprintf('unknown: delivered %.1f s after the topic was created', time - $t_created);
+($records, $problems) = compare_topic('missing.ghost', 'ghost');
+no_problems($problems, 'unknown: the five records are in the topic, once each');
+query(q{SELECT statesman.drop_outbox('ghost')});
+
+# ---------------------------------------------------------------------------
+# 5. CloudEvents.
+# ---------------------------------------------------------------------------
+query(
+	q{SELECT statesman.create_outbox('events', 'kafka', } . sink_options(topic => 'events.{store}.{root}', format => 'cloudevents')
+	  . q{, root => 'users', poll_interval => '200 ms', lease_ttl => '8 s', max_retry_delay => '1 s')});
+my $store = query('SELECT current_database()');
+wait_published('events', int($n / 3) + 400, 'events: the cloudevents outbox delivered the users');
+my $feed = feed('users');
+my @events = $kafka->consume("events.$store.users");
+is(scalar @events, scalar keys %$feed, "events: events.$store.users holds one event per record of users");
+my @bad_events;
+for my $e (@events)
+{
+	my $ce = eval { decode_json($e->{value}) } or push(@bad_events, "not JSON: $e->{value}"), next;
+	my $m = decode_json($feed->{ $ce->{id} // '' }[1] // '{}');
+	my @why;
+	push @why, 'specversion' if ($ce->{specversion} // '') ne '1.0';
+	push @why, 'id' unless $m->{messageId};
+	push @why, 'source' if ($ce->{source} // '') ne "statesman://$m->{store}";
+	push @why, 'type' if ($ce->{type} // '') ne 'statesman.' . ($m->{operation} // '');
+	push @why, 'subject' if ($ce->{subject} // '') ne ($m->{address} // '-');
+	push @why, 'time' if ($ce->{time} // '') ne ($m->{occurredAt} // '-');
+	push @why, 'datacontenttype' if ($ce->{datacontenttype} // '') ne ($m->{contentType} // '-');
+	push @why, 'data' if $json->encode($ce->{data} // 0) ne $json->encode(decode_json(decode_base64($m->{payload} // '')));
+	push @why, 'data_base64' if exists $ce->{data_base64};
+	push @why, 'statesmanposition' if ($ce->{statesmanposition} // '') ne ($m->{globalPosition} // '-');
+	push @why, 'statesmanrevision' if ($ce->{statesmanrevision} // '') ne ($m->{revision} // '-');
+	push @why, 'statesmanepoch' if ($ce->{statesmanepoch} // '') ne ($m->{epoch} // '-');
+	push @why, 'messageId header' if ($e->{headers}{messageId} // '') ne ($m->{messageId} // '-');
+	push @why, 'key' if ($e->{key} // '') ne ($m->{address} // '-');
+	push @bad_events, "$e->{value}: " . join(', ', @why) if @why;
+}
+is(scalar @bad_events, 0, 'events: each is CloudEvents 1.0 (specversion, id = messageId, source, type, subject, '
+	  . 'time, datacontenttype, data inline, the statesman extensions), keyed and headed as before')
+  or diag(join("\n", @bad_events[ 0 .. ($#bad_events < 4 ? $#bad_events : 4) ]));
+
+# ---------------------------------------------------------------------------
+# The password never shows.
+# ---------------------------------------------------------------------------
+my $everything = query(q{SELECT s::text FROM statesman.outbox_status s})
+  . query(q{SELECT string_agg(last_error, ' ') FROM statesman.outbox_state});
+unlike($everything, qr/\Q$secret\E/, 'the sasl.password is not in outbox_status or outbox_state');
+my $log = slurp_file($node->logfile);
+like($log, qr/outbox "main": delivery failed/, 'the failures were logged');
+unlike($log, qr/\Q$secret\E/, '... and the sasl.password is not in the server log');
+
+$node->stop;
+$kafka->stop;
 done_testing();
