@@ -32,6 +32,7 @@ use lib $FindBin::Bin;
 
 use Bench::Append;
 use Bench::Delivery;
+use Bench::Kafka;
 use Bench::PgQ;
 use Bench::Report;
 use Bench::Run;
@@ -107,6 +108,7 @@ $R->{statesman_version} = $b->q("SELECT extversion FROM pg_extension WHERE extna
 $R->{server_version}    = $b->q('SHOW server_version');
 
 Bench::Delivery::measure($b, $R) if want($s, 'delivery');
+Bench::Kafka::measure($b, $R)    if want($s, 'kafka');    # on the delivery part's backlog, or its own
 Bench::PgQ::measure($b, $R)      if want($s, 'pgq');
 Bench::Steady::measure($b, $R)   if want($s, 'steady');
 

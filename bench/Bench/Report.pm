@@ -18,6 +18,7 @@ my %TITLE = (
 	''       => "append vs bare INSERT and PgQ, worker on; delivery; PgQ's drain and latency; steady state",
 	append   => 'append vs bare INSERT and PgQ, worker on',
 	delivery => 'delivery',
+	kafka    => 'delivery to kafka (librdkafka\'s mock cluster)',
 	pgq      => "PgQ's drain and latency",
 	steady   => 'steady state');
 
@@ -47,6 +48,7 @@ sub summary
 		'|---|---|---|---|---|---|---|');
 	push @o, Bench::Append::summary($b, $R) if want($s, 'append');
 	push @o, Bench::Delivery::summary($b, $R) if want($s, 'delivery');
+	push @o, Bench::Kafka::summary($b, $R)    if want($s, 'kafka');
 	push @o, Bench::PgQ::summary($b, $R) if want($s, 'pgq') && !want($s, 'delivery');
 	push @o, Bench::Steady::summary($b, $R) if want($s, 'steady');
 	return @o;
@@ -70,6 +72,7 @@ sub lines
 	push @o, '', 'The sections below give each figure\'s runs, settings and method.';
 	push @o, Bench::Append::report($b, $R) if want($s, 'append');
 	push @o, Bench::Delivery::report($b, $R) if want($s, 'delivery');
+	push @o, Bench::Kafka::report($b, $R)    if want($s, 'kafka');
 	push @o, Bench::PgQ::report($b, $R)      if want($s, 'pgq');
 	push @o, Bench::Steady::report($b, $R)   if want($s, 'steady');
 	return @o;

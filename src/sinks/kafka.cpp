@@ -100,6 +100,8 @@ std::vector<std::pair<std::string, std::string>> Settings(const nlohmann::json &
   // A topic the cluster says it does not have fails its records within the call (librdkafka
   // waits 30 s by default, for a topic just created to propagate): the page fails naming it.
   s.emplace_back("topic.metadata.propagation.max.ms", std::to_string(std::max<int64_t>(timeout / 2, 100)));
+  // The whole page is produced at once and then waited for: lingering longer only delays it.
+  s.emplace_back("linger.ms", "1");
   // Java's partitioner, so that a key lands in the partition a Java producer would pick.
   s.emplace_back("partitioner", "murmur2_random");
   s.emplace_back("client.id", "statesman");

@@ -8,7 +8,7 @@
 #   deliver   records of two roots reach their own topics (statesman.{root}) once
 #             each, key = address, headers messageId, globalPosition and epoch,
 #             value = the message; every address stays in one partition, in
-#             revision order.
+#             revision order; librdkafka's threads block PostgreSQL's signals.
 #   errors    Produce requests fail with injected errors (retriable ones, and then
 #             more of them than a call waits for): the outbox backs off with the
 #             error in last_error, then everything is delivered, nothing lost.
@@ -223,6 +223,24 @@ is($records, int($n / 3), 'deliver: statesman.users holds ' . int($n / 3) . ' re
 no_problems($problems, 'deliver: users likewise');
 is_deeply([ outbox_status($node, 'main', qw(state attempts deduplicated_total skipped_total)) ],
 	[ 'leading', 0, 0, 0 ], 'deliver: leading, no failures');
+
+# librdkafka's threads run inside the dispatcher: they must block the signals PostgreSQL
+# handles (SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2, SIGURG for the latch), so that
+# every signal reaches the dispatcher's own thread.
+my $leader = outbox_status($node, 'main', 'leader_pid');
+my (@threads, @unblocked);
+for my $status (glob "/proc/$leader/task/*/status")
+{
+	my ($tid) = $status =~ m{/task/(\d+)/status$};
+	next if $tid == $leader;
+	my ($blocked) = slurp_file($status) =~ /^SigBlk:\s*([0-9a-f]+)$/m;
+	push @threads, $tid;
+	my $mask = hex(substr($blocked // '0', -8));
+	push @unblocked, "thread $tid: SigBlk $blocked" if grep { !($mask & (1 << ($_ - 1))) } (1, 2, 3, 10, 12, 15, 23);
+}
+cmp_ok(scalar @threads, '>=', 2, 'signals: the dispatcher runs librdkafka\'s threads (' . scalar(@threads) . ')');
+is(scalar @unblocked, 0, 'signals: each of them blocks SIGTERM, SIGINT, SIGQUIT, SIGHUP, SIGUSR1, SIGUSR2 and SIGURG')
+  or diag(join("\n", @unblocked));
 
 # ---------------------------------------------------------------------------
 # 2. Injected errors on Produce.

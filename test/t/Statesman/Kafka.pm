@@ -8,6 +8,7 @@
 #   $kafka->errors(0, 7, 7, 7);                            # the next 3 Produce requests fail
 #   $kafka->down(1); $kafka->up(1);                        # a broker refuses connections
 #   my @records = $kafka->consume('statesman.orders');     # every record, see consume()
+#   $kafka->count('statesman.orders');                     # records ever written
 #   $kafka->stop;
 #
 # What the mock does not check (docs/sinks.md): it ignores acks, has no replication, and checks
@@ -26,12 +27,13 @@ use PostgreSQL::Test::Utils;
 
 my @running;
 
-# The source of the helper: from STATESMAN_SOURCE_DIR, or next to the tests.
+# The source of the helper: from STATESMAN_SOURCE_DIR, next to the tests, or next to the
+# benchmark's copy of bench/ (scripts/bench copies test/kafka-mock/ beside it).
 sub _source
 {
-	for my $root (grep { defined } ($ENV{STATESMAN_SOURCE_DIR}, "$FindBin::RealBin/../..", "$FindBin::RealBin/.."))
+	my @roots = grep { defined } ($ENV{STATESMAN_SOURCE_DIR}, "$FindBin::RealBin/../..", "$FindBin::RealBin/..");
+	for my $f ((map { "$_/test/kafka-mock/kafka_mock.c" } @roots), "$FindBin::RealBin/../kafka-mock/kafka_mock.c")
 	{
-		my $f = "$root/test/kafka-mock/kafka_mock.c";
 		return $f if -f $f;
 	}
 	croak 'test/kafka-mock/kafka_mock.c not found (set STATESMAN_SOURCE_DIR to the source tree)';
@@ -78,6 +80,17 @@ sub command
 	my $reply = $self->_line;
 	croak "kafka mock: $cmd: $reply" unless $reply eq 'ok';
 	return;
+}
+
+# The records ever written to a topic (its partitions' high watermarks summed: the mock
+# keeps only the last few thousand records of each partition, consume() reads those).
+sub count
+{
+	my ($self, $topic) = @_;
+	$self->{in} .= "count $topic\n";
+	my $reply = $self->_line;
+	my ($n) = $reply =~ /^ok (\d+)$/ or croak "kafka mock: count $topic: $reply";
+	return $n;
 }
 
 sub topic       { my ($self, $name, $partitions) = @_; $self->command("topic $name " . ($partitions // 1)); }
