@@ -131,8 +131,7 @@ std::string CheckOptions(const std::string &options_json) {
   nlohmann::json o = ParseOptions(kSink, options_json, {"brokers", "topic", "properties", "timeout_ms", "format"});
   nlohmann::json out = nlohmann::json::object();
   std::optional<std::string> brokers = StringOption(kSink, o, "brokers");
-  if (!brokers)
-    Invalid("option \"brokers\" is required", "Give the bootstrap brokers as \"host:port,host:port\".");
+  if (!brokers) Invalid("option \"brokers\" is required", "Give the bootstrap brokers as \"host:port,host:port\".");
   out["brokers"] = *brokers;
   out["topic"] = Route::Parse(StringOption(kSink, o, "topic").value_or("statesman.{root}"), "topic", kSink).Pattern();
   if (auto it = o.find("properties"); it != o.end() && !it->is_null()) {
@@ -245,9 +244,9 @@ class KafkaSink : public Sink {
   Budget budget_;
   int64_t limit_ms_ = 0;
   uint64_t generation_ = 0;
-  size_t outstanding_ = 0;           // records of this page without their delivery report
-  std::vector<bool> reported_;       // per record of the page
-  std::vector<uint32_t> topic_of_;   // per record: index into topic_names_
+  size_t outstanding_ = 0;          // records of this page without their delivery report
+  std::vector<bool> reported_;      // per record of the page
+  std::vector<uint32_t> topic_of_;  // per record: index into topic_names_
   std::vector<std::string> topic_names_;
   size_t failed_ = 0;
   std::string first_error_;
@@ -279,8 +278,7 @@ rd_kafka_topic_t *KafkaSink::TopicFor(const std::string &name) {
   auto it = topics_.find(name);
   if (it != topics_.end()) return it->second.get();
   rd_kafka_topic_t *t = rd_kafka_topic_new(producer_.get(), name.c_str(), nullptr);
-  if (t == nullptr)
-    throw std::runtime_error("topic \"" + name + "\": " + rd_kafka_err2str(rd_kafka_last_error()));
+  if (t == nullptr) throw std::runtime_error("topic \"" + name + "\": " + rd_kafka_err2str(rd_kafka_last_error()));
   topics_.emplace(name, Topic(t));
   return t;
 }
@@ -302,8 +300,8 @@ void KafkaSink::OnDelivery(rd_kafka_t *, const rd_kafka_message_t *m, void *opaq
     why = "the topic does not exist (" + why + ")";
   else if (m->err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && !self->last_error_.empty())
     why += "; last producer error: " + self->last_error_;
-  self->first_error_ = "topic \"" + topic + "\": position " + std::to_string(msg.position) + " (messageId \"" +
-                       msg.id + "\") was not delivered: " + why;
+  self->first_error_ = "topic \"" + topic + "\": position " + std::to_string(msg.position) + " (messageId \"" + msg.id +
+                       "\") was not delivered: " + why;
 }
 
 // Whether the producer has hit a fatal error (an idempotence or gapless-guarantee violation):
@@ -337,8 +335,8 @@ void KafkaSink::Produce(const Message &m, uint32_t index) {
   std::string_view epoch = Epoch(m.json, scratch);
   std::string_view key = Address(m.id);
   char position[24];
-  size_t position_len = static_cast<size_t>(std::snprintf(position, sizeof(position), "%lld",
-                                                          static_cast<long long>(m.position)));
+  size_t position_len =
+      static_cast<size_t>(std::snprintf(position, sizeof(position), "%lld", static_cast<long long>(m.position)));
   const std::string *value = &m.json;
   if (format_ != Format::kStatesman) {
     value_ = Render(format_, m);
@@ -403,8 +401,8 @@ void KafkaSink::Start(const std::vector<Message> &page, const Budget &budget) {
   ++generation_;
   page_ = &page;
   budget_ = budget;
-  limit_ms_ = std::max<int64_t>(
-      0, std::chrono::ceil<std::chrono::milliseconds>(budget_.deadline - Clock::now()).count());
+  limit_ms_ =
+      std::max<int64_t>(0, std::chrono::ceil<std::chrono::milliseconds>(budget_.deadline - Clock::now()).count());
   start_error_.clear();
   first_error_.clear();
   failed_ = 0;
