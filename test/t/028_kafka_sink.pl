@@ -14,6 +14,8 @@
 #             error in last_error, then everything is delivered, nothing lost.
 #   down      every broker refuses connections: backing off with "timed out …
 #             delivery reports", then, the brokers up, everything delivered.
+#   stop      a leader waiting for delivery reports (timeout_ms 20 s) ends
+#             within 1 s of a SIGTERM.
 #   unknown   a routed topic the cluster does not have: the page fails naming it.
 #   events    "format": "cloudevents": each record parses as a CloudEvents 1.0
 #             event with the message's attributes.
@@ -299,6 +301,33 @@ wait_for($node,
 ($state, $error) = outbox_status($node, 'main', qw(state last_error));
 like($error, qr/^kafka sink \Q$brokers\E: (timed out after \d+ ms waiting for delivery reports|topic "statesman\.users": .*not delivered)/,
 	"down: last_error says the delivery reports did not come ($error)");
+# SIGTERM while a leader waits for delivery reports that cannot come (timeout_ms 20 s):
+# it waits in rd_kafka_poll slices, not on its latch, and must end within a moment.
+query(
+	q{SELECT statesman.create_outbox('slow', 'kafka', } . sink_options(timeout_ms => 20000)
+	  . q{, root => 'slow', poll_interval => '200 ms', lease_ttl => '30 s', max_retry_delay => '1 s')});
+query(q{SELECT statesman.append('slow', 's' || i, '{}') FROM generate_series(1, 10) i});
+my ($activity, $slow_leader) = ('', '');
+my $deadline = time + 30;
+while (time < $deadline)
+{
+	$slow_leader = outbox_status($node, 'slow', 'leader_pid');
+	$activity = $slow_leader =~ /^\d+$/ ? query(
+		"SELECT query || ', wait event: ' || COALESCE(wait_event, 'none') FROM pg_stat_activity WHERE pid = $slow_leader")
+	  : '';
+	last if $activity eq 'statesman: delivering, wait event: none';
+	usleep(20_000);
+}
+is($activity, 'statesman: delivering, wait event: none', 'stop: the slow outbox\'s leader is inside a sink call');
+my $t_term = time;
+query("SELECT pg_terminate_backend($slow_leader)");
+usleep(5_000)
+  while query("SELECT count(*) FROM pg_stat_activity WHERE pid = $slow_leader") ne '0' && time < $t_term + 20;
+my $term_took = time - $t_term;
+note sprintf('stop: the leader exited %.3f s after SIGTERM', $term_took);
+cmp_ok($term_took, '<', 1, 'stop: SIGTERM ends it within 1 s although it waits for delivery reports');
+query(q{SELECT statesman.drop_outbox('slow')});
+
 $kafka->up($_) for 1 .. 3;
 my $t_up = time;
 $total += 400;
