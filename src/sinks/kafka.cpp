@@ -44,7 +44,7 @@ constexpr const char *kSink = "kafka";
 // A librdkafka setting whose value is a secret: never shown in an error or a log line.
 bool SecretProperty(const std::string &key) {
   return key.find("password") != std::string::npos || key.find("secret") != std::string::npos ||
-         key == "sasl.oauthbearer.config" || key == "ssl.key.pem" || key == "ssl.keystore.location";
+         key == "sasl.oauthbearer.config" || key == "ssl.key.pem";
 }
 
 // A property value as librdkafka takes it (a string), from a JSON string, number or boolean.
