@@ -26,7 +26,8 @@ OBJS = \
 	src/sinks/postgres.o \
 	src/sinks/routing.o \
 	src/sinks/format.o \
-	src/sinks/nats.o
+	src/sinks/nats.o \
+	src/sinks/kafka.o
 
 # One full install script, built (below); the released versions' install scripts are not kept:
 # the upgrade test takes them from git (make upgrade-bases, test/upgrade/releases).
@@ -38,8 +39,8 @@ LIBPQ_INCLUDEDIR := $(shell $(PG_CONFIG) --includedir)
 PG_CPPFLAGS = -I$(CURDIR)/include -DSTATESMAN_VERSION='"$(EXTVERSION)"'
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -fno-omit-frame-pointer
 # The redis sink uses hiredis, the postgres sink libpq (as dblink and postgres_fdw do), the nats
-# sink nats.c (libnats).
-SHLIB_LINK  = -lhiredis -lpq -lnats -lstdc++
+# sink nats.c (libnats), the kafka sink librdkafka.
+SHLIB_LINK  = -lhiredis -lpq -lnats -lrdkafka -lstdc++
 
 # Only the postgres sink sees libpq's headers (it never includes the server's).
 src/sinks/postgres.o: CXXFLAGS += -I$(LIBPQ_INCLUDEDIR)

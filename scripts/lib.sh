@@ -9,6 +9,8 @@ PACKAGES="build-essential postgresql-15 postgresql-server-dev-15 postgresql-15-p
   libtap-parser-sourcehandler-pgtap-perl libipc-run-perl
   libpq-dev libhiredis-dev nlohmann-json3-dev redis-server redis-tools
   libnats-dev nats-server"
+# The kafka sink (librdkafka) and its tests: librdkafka's mock cluster and kcat to read it back.
+PACKAGES="$PACKAGES librdkafka-dev kcat"
 
 say() { printf '%s\n' "$*" >&2; }
 

@@ -18,6 +18,7 @@ my %TITLE = (
 	''       => "append vs bare INSERT and PgQ, worker on; delivery; PgQ's drain and latency; steady state",
 	append   => 'append vs bare INSERT and PgQ, worker on',
 	delivery => 'delivery',
+	kafka    => 'delivery to kafka (librdkafka\'s mock cluster)',
 	pgq      => "PgQ's drain and latency",
 	steady   => 'steady state',
 	nats     => 'delivery to the nats sink');
@@ -48,6 +49,7 @@ sub summary
 		'|---|---|---|---|---|---|---|');
 	push @o, Bench::Append::summary($b, $R) if want($s, 'append');
 	push @o, Bench::Delivery::summary($b, $R) if want($s, 'delivery');
+	push @o, Bench::Kafka::summary($b, $R)    if want($s, 'kafka');
 	push @o, Bench::PgQ::summary($b, $R) if want($s, 'pgq') && !want($s, 'delivery');
 	push @o, Bench::Steady::summary($b, $R) if want($s, 'steady');
 	push @o, Bench::Nats::summary($b, $R) if want($s, 'nats');
@@ -72,6 +74,7 @@ sub lines
 	push @o, '', 'The sections below give each figure\'s runs, settings and method.';
 	push @o, Bench::Append::report($b, $R) if want($s, 'append');
 	push @o, Bench::Delivery::report($b, $R) if want($s, 'delivery');
+	push @o, Bench::Kafka::report($b, $R)    if want($s, 'kafka');
 	push @o, Bench::PgQ::report($b, $R)      if want($s, 'pgq');
 	push @o, Bench::Steady::report($b, $R)   if want($s, 'steady');
 	push @o, Bench::Nats::report($b, $R)     if want($s, 'nats');

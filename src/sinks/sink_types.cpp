@@ -9,9 +9,11 @@ extern const SinkType kTableSink;
 extern const SinkType kRedisSink;
 extern const SinkType kPostgresSink;
 extern const SinkType kNatsSink;
+extern const SinkType kKafkaSink;
 
 const std::vector<const SinkType *> &SinkTypes() {
-  static const std::vector<const SinkType *> types = {&kTableSink, &kRedisSink, &kPostgresSink, &kNatsSink};
+  static const std::vector<const SinkType *> types = {&kTableSink, &kRedisSink, &kPostgresSink, &kNatsSink,
+                                                      &kKafkaSink};
   return types;
 }
 

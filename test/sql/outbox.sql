@@ -165,7 +165,7 @@ SELECT * FROM expect_error($$SELECT statesman.create_outbox(E'trailing-newline\n
 --
 -- Unknown sink (22023): the error lists the known ones.
 --
-SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', sink => 'kafka')$$);
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', sink => 'kinesis')$$);
 SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', sink => 'TABLE')$$);
 SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', sink => '')$$);
 
@@ -290,7 +290,7 @@ SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', payload_content
 
 -- A call with several problems stores nothing, whichever it reports.
 SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', sink_options => '{"table": "public.never_created"}', batch_size => 0)$$);
-SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', sink => 'kafka', sink_options => '{"table": "public.never_created"}')$$);
+SELECT * FROM expect_error($$SELECT statesman.create_outbox('n', sink => 'kinesis', sink_options => '{"table": "public.never_created"}')$$);
 SELECT to_regclass('public.never_created') AS never_created;
 
 -- Nothing was stored by any rejected call.
@@ -370,7 +370,7 @@ SELECT * FROM expect_error($$SELECT statesman.alter_outbox('alter-me', min_retry
 SELECT * FROM expect_error($$SELECT statesman.alter_outbox('alter-me', skip_poison_after_attempts => -1)$$);
 SELECT * FROM expect_error($$SELECT statesman.alter_outbox('alter-me', root => 'bad root')$$);
 SELECT * FROM expect_error($$SELECT statesman.alter_outbox('alter-me', lease_renew_interval => '-1 second')$$);
-SELECT * FROM expect_error($$SELECT statesman.alter_outbox('alter-me', sink => 'kafka')$$);
+SELECT * FROM expect_error($$SELECT statesman.alter_outbox('alter-me', sink => 'kinesis')$$);
 SELECT * FROM expect_error($$SELECT statesman.alter_outbox('alter-me', sink_options => '[]')$$);
 SELECT * FROM expect_error($$SELECT statesman.alter_outbox('alter-me', sink_options => '{"table": "nope"}')$$);
 SELECT * FROM expect_error($$SELECT statesman.alter_outbox('alter-me', sink_options => '{"table": "public.no_unique"}')$$);
