@@ -1206,6 +1206,7 @@ CREATE FUNCTION statesman._feed_page(after bigint, upto bigint, max_records inte
                    payload bytea, fingerprint text, content_type text, serializer_id text,
                    correlation_id text, causation_id text, error text, metadata jsonb)
     LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
     AS $$
     SELECT h.global_position, h.id, h.address, h.root, h.path, h.partition, h.revision, h.occurred_at,
            h.operation, h.status, h.value_type, h.schema_version, h.source, h.payload, h.fingerprint,

@@ -8,7 +8,6 @@
 -- (after NULL = 0) and, when upto is not NULL, global_position <= upto; when root is not NULL
 -- only that root's records (the caller lower-cases it); in position order; at most max_records
 -- rows. fingerprint / content_type are the record's own: callers apply the fallbacks.
--- A plain SQL function (no SET clause) so that the planner inlines it into its caller's query.
 CREATE FUNCTION statesman._feed_page(after bigint, upto bigint, max_records integer, root text)
     RETURNS TABLE (global_position bigint, id bigint, address text, root text, path text,
                    partition text, revision bigint, occurred_at timestamptz, operation text,
@@ -16,6 +15,7 @@ CREATE FUNCTION statesman._feed_page(after bigint, upto bigint, max_records inte
                    payload bytea, fingerprint text, content_type text, serializer_id text,
                    correlation_id text, causation_id text, error text, metadata jsonb)
     LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
     AS $$
     SELECT h.global_position, h.id, h.address, h.root, h.path, h.partition, h.revision, h.occurred_at,
            h.operation, h.status, h.value_type, h.schema_version, h.source, h.payload, h.fingerprint,
