@@ -535,6 +535,7 @@ void ReadOutboxPage(OutboxPage &p) {
   p.read = p.matching = 0;
   MemoryContext page_cxt = nullptr;
   std::optional<Failure> failure = Subtransaction([&] {
+    StatementScope running;
     Call([&] {
       page_cxt = AllocSetContextCreate(CurrentMemoryContext, "statesman page", ALLOCSET_DEFAULT_SIZES);
       PageReceiver *r = ReadPageRecords(Form::kText, p.after, p.batch_size, p.root, p.fingerprint, p.content_type,
@@ -654,11 +655,15 @@ Row DeliverTablePage(const std::string &outbox_id) {
   // failure (a constraint, a trigger, a missing table) or a message that cannot be built is a
   // failed attempt, recorded.
   std::optional<Failure> failure = Subtransaction([&] {
-    PageReceiver *r = Call([&] {
-      page_cxt = AllocSetContextCreate(CurrentMemoryContext, "statesman page", ALLOCSET_DEFAULT_SIZES);
-      return ReadPageRecords(Form::kTable, h.cursor, h.batch_size, h.root, h.fingerprint, h.content_type, page_cxt,
-                             nullptr);
-    });
+    PageReceiver *r = nullptr;
+    {
+      StatementScope running;
+      r = Call([&] {
+        page_cxt = AllocSetContextCreate(CurrentMemoryContext, "statesman page", ALLOCSET_DEFAULT_SIZES);
+        return ReadPageRecords(Form::kTable, h.cursor, h.batch_size, h.root, h.fingerprint, h.content_type, page_cxt,
+                               nullptr);
+      });
+    }
     read = r->read;
     matching = r->matching;
     last = r->last_position;
@@ -668,9 +673,13 @@ Row DeliverTablePage(const std::string &outbox_id) {
     if (r->unbuilt != nullptr) throw Error(sqlstate::kProgramLimitExceeded, r->unbuilt);
     // The common case: nothing of this page is in the table yet. Re-delivery (a cursor seeded
     // back, a restored table): keep what is there.
-    std::optional<Failure> plain = Subtransaction([&] { published = Call([&] { return InsertPage(*target, false, r); }); });
+    std::optional<Failure> plain = Subtransaction([&] {
+      StatementScope running;
+      published = Call([&] { return InsertPage(*target, false, r); });
+    });
     if (plain) {
       if (plain->sqlerrcode != ERRCODE_UNIQUE_VIOLATION) throw Error(sqlstate::kInternalError, plain->message);
+      StatementScope running;
       published = Call([&] { return InsertPage(*target, true, r); });
     }
   });
