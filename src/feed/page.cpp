@@ -337,6 +337,8 @@ bool ReceiveRow(TupleTableSlot *slot, DestReceiver *self) {
       break;
     }
     case Form::kTable: {
+      // Built in the row's context; only the message and its id are kept, in the page's.
+      Jsonb *message = BuildMessageJsonb(in);
       MemoryContextSwitchTo(r->page_cxt);
       if (r->count == r->capacity) {
         r->capacity = r->capacity == 0 ? 256 : r->capacity * 2;
@@ -347,7 +349,9 @@ bool ReceiveRow(TupleTableSlot *slot, DestReceiver *self) {
       }
       r->ids[r->count] = PointerGetDatum(cstring_to_text_with_len(id.data, id.len));
       r->positions[r->count] = v[cPosition];
-      r->jsons[r->count] = JsonbPGetDatum(BuildMessageJsonb(in));
+      Jsonb *kept = static_cast<Jsonb *>(palloc(VARSIZE(message)));
+      memcpy(kept, message, VARSIZE(message));
+      r->jsons[r->count] = JsonbPGetDatum(kept);
       ++r->count;
       break;
     }
@@ -397,6 +401,69 @@ bool SingleInt8(SPIPlanPtr plan, int nargs, const Datum *values, const bool *nul
   }
   SPI_freetuptable(SPI_tuptable);
   return !isnull;
+}
+
+// Query (pg/work.hpp) with a plan kept for the session: the same text parameters ($1::bigint
+// casts in the SQL give them their types) and text results, without parsing and planning the
+// statement on every page. A shutdown request cancels it, as it does Query's statements.
+std::vector<Row> KeptQuery(SPIPlanPtr &plan, const char *sql, const std::vector<Value> &params) {
+  const int nargs = static_cast<int>(params.size());
+  uint64 nrows = 0;
+  int ncols = 0;
+  StatementScope running;
+  char **cells = Call([&] {
+    Oid types[8];
+    Datum values[8];
+    bool nulls[8];
+    if (nargs > 8) elog(ERROR, "statesman: too many parameters for a kept query");
+    for (int i = 0; i < nargs; ++i) {
+      types[i] = TEXTOID;
+      nulls[i] = !params[i].has_value();
+      values[i] = nulls[i] ? 0 : PointerGetDatum(cstring_to_text_with_len(params[i]->data(), static_cast<int>(params[i]->size())));
+    }
+    RunPlan(KeptPlan(plan, sql, nargs, types), nargs, values, nulls, nullptr);
+    nrows = SPI_processed;
+    char **out = nullptr;
+    if (SPI_tuptable != nullptr && nrows > 0) {
+      ncols = SPI_tuptable->tupdesc->natts;
+      out = static_cast<char **>(palloc0(sizeof(char *) * nrows * ncols));
+      for (uint64 r = 0; r < nrows; ++r)
+        for (int c = 0; c < ncols; ++c) out[r * ncols + c] = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1);
+    }
+    SPI_freetuptable(SPI_tuptable);
+    return out;
+  });
+  std::vector<Row> rows;
+  rows.reserve(nrows);
+  for (uint64 r = 0; r < nrows; ++r) {
+    Row row(ncols);
+    for (int c = 0; c < ncols; ++c)
+      if (cells[r * ncols + c] != nullptr) row[c] = std::string(cells[r * ncols + c]);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+Value KeptQueryValue(SPIPlanPtr &plan, const char *sql, const std::vector<Value> &params) {
+  std::vector<Row> rows = KeptQuery(plan, sql, params);
+  if (rows.empty() || rows[0].empty()) return std::nullopt;
+  return rows[0][0];
+}
+
+SPIPlanPtr lock_plan = nullptr, head_plan = nullptr, check_target_plan = nullptr, finish_plan = nullptr,
+           failure_plan = nullptr;
+
+// The memory of a page (its envelope, receiver and, for the `table` sink, its messages until
+// they are inserted): one context for the session, reset before each page, whose first block
+// (kept across resets) holds a page of ordinary messages, so that reading a page does not ask
+// the allocator for fresh memory every time. Under Call.
+MemoryContext PageMemory() {
+  static MemoryContext memory = nullptr;
+  if (memory == nullptr)
+    memory = AllocSetContextCreate(TopMemoryContext, "statesman page", 1024 * 1024, 1024 * 1024, 8 * 1024 * 1024);
+  else
+    MemoryContextReset(memory);
+  return memory;
 }
 
 // ---- Subtransactions ----------------------------------------------------------------------
@@ -462,10 +529,10 @@ struct Head {
 };
 
 Head ReadHead(const std::string &outbox_id) {
-  QueryValue(
-      "SELECT pg_catalog.pg_advisory_xact_lock_shared(statesman._lock_space('page'), statesman._lease_key($1))",
-      {outbox_id});
-  std::vector<Row> rows = Query(
+  KeptQueryValue(lock_plan,
+                 "SELECT pg_catalog.pg_advisory_xact_lock_shared(statesman._lock_space('page'), statesman._lease_key($1))",
+                 {outbox_id});
+  std::vector<Row> rows = KeptQuery(head_plan,
       "SELECT o.enabled, o.root, o.batch_size, o.fingerprint, o.payload_content_type, o.xmin::text, "
       "  o.sink_options::text, o.sink_options->>'table', c.position "
       "FROM statesman.outboxes o LEFT JOIN statesman.cursors c ON c.outbox_id = o.outbox_id "
@@ -537,7 +604,7 @@ void ReadOutboxPage(OutboxPage &p) {
   std::optional<Failure> failure = Subtransaction([&] {
     StatementScope running;
     Call([&] {
-      page_cxt = AllocSetContextCreate(CurrentMemoryContext, "statesman page", ALLOCSET_DEFAULT_SIZES);
+      page_cxt = PageMemory();
       PageReceiver *r = ReadPageRecords(Form::kText, p.after, p.batch_size, p.root, p.fingerprint, p.content_type,
                                         page_cxt, &p.messages);
       p.read = r->read;
@@ -546,7 +613,7 @@ void ReadOutboxPage(OutboxPage &p) {
       if (r->unbuilt != nullptr) p.unbuilt = std::string(r->unbuilt);
     });
   });
-  if (page_cxt != nullptr) Call([&] { MemoryContextDelete(page_cxt); });
+  if (page_cxt != nullptr) Call([&] { MemoryContextReset(page_cxt); });
   if (failure) {
     // The page could not even be read to its end: counted as unknown.
     p.status = "ready";
@@ -602,7 +669,9 @@ std::string SinkTarget(const std::string &options) {
 std::string insert_target;
 SPIPlanPtr insert_plans[2] = {nullptr, nullptr};
 
-// Inserts the page's messages into target; returns how many rows it inserted. Under Call.
+// Inserts the page's messages into target; returns how many rows it inserted. The arrays are
+// unnested in the select list (value per call, in step): in FROM, each would first be
+// materialized. Under Call.
 uint64 InsertPage(const std::string &target, bool on_conflict, PageReceiver *r) {
   if (target != insert_target) {
     for (SPIPlanPtr &plan : insert_plans)
@@ -615,8 +684,8 @@ uint64 InsertPage(const std::string &target, bool on_conflict, PageReceiver *r) 
   SPIPlanPtr &plan = insert_plans[on_conflict ? 1 : 0];
   if (plan == nullptr) {
     std::string sql = "INSERT INTO " + target +
-                      " AS t (message_id, global_position, message) SELECT u.i, u.p, u.m "
-                      "FROM ROWS FROM (pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)) AS u(i, p, m)";
+                      " AS t (message_id, global_position, message) "
+                      "SELECT pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)";
     if (on_conflict) sql += " ON CONFLICT (message_id) DO NOTHING";
     static const Oid types[3] = {TEXTARRAYOID, INT8ARRAYOID, JSONBARRAYOID};
     KeptPlan(plan, sql.c_str(), 3, types);
@@ -635,6 +704,11 @@ uint64 InsertPage(const std::string &target, bool on_conflict, PageReceiver *r) 
 std::string Text(int64 n) { return std::to_string(n); }
 
 }  // namespace
+
+void FinishPage(const std::string &outbox_id, const Value &last_position, int64_t published, int64_t deduplicated) {
+  KeptQueryValue(finish_plan, "SELECT statesman._finish_page($1, $2::bigint, $3::bigint, $4::bigint)",
+                 {outbox_id, last_position, Text(published), Text(deduplicated)});
+}
 
 Row DeliverTablePage(const std::string &outbox_id) {
   Head h = ReadHead(outbox_id);
@@ -659,7 +733,7 @@ Row DeliverTablePage(const std::string &outbox_id) {
     {
       StatementScope running;
       r = Call([&] {
-        page_cxt = AllocSetContextCreate(CurrentMemoryContext, "statesman page", ALLOCSET_DEFAULT_SIZES);
+        page_cxt = PageMemory();
         return ReadPageRecords(Form::kTable, h.cursor, h.batch_size, h.root, h.fingerprint, h.content_type, page_cxt,
                                nullptr);
       });
@@ -669,7 +743,7 @@ Row DeliverTablePage(const std::string &outbox_id) {
     last = r->last_position;
     if (read == 0 || matching == 0) return;
     target = SinkTarget(h.sink_options.value_or("{}"));
-    QueryValue("SELECT statesman._check_sink_target($1)", {target});
+    KeptQueryValue(check_target_plan, "SELECT statesman._check_sink_target($1)", {target});
     if (r->unbuilt != nullptr) throw Error(sqlstate::kProgramLimitExceeded, r->unbuilt);
     // The common case: nothing of this page is in the table yet. Re-delivery (a cursor seeded
     // back, a restored table): keep what is there.
@@ -683,14 +757,14 @@ Row DeliverTablePage(const std::string &outbox_id) {
       published = Call([&] { return InsertPage(*target, true, r); });
     }
   });
-  if (page_cxt != nullptr) Call([&] { MemoryContextDelete(page_cxt); });
+  if (page_cxt != nullptr) Call([&] { MemoryContextReset(page_cxt); });
   Value after = h.cursor > 0 ? Value(Text(h.cursor)) : Value();
   if (failure) {
     std::string error = "table sink " + target.value_or(h.table_option.value_or("")) + ": " + failure->message;
     result[0] = "failed";
     if (read >= 0) result[1] = Text(read);
     result[2] = after;
-    result[5] = QueryValue("SELECT statesman._note_failure($1, $2)", {outbox_id, error});
+    result[5] = KeptQueryValue(failure_plan, "SELECT statesman._note_failure($1, $2)", {outbox_id, error});
     result[6] = error;
     return result;
   }
@@ -701,8 +775,7 @@ Row DeliverTablePage(const std::string &outbox_id) {
     return result;
   }
   int64 deduplicated = matching - static_cast<int64>(published);
-  QueryValue("SELECT statesman._finish_page($1, $2::bigint, $3::bigint, $4::bigint)",
-             {outbox_id, Text(last), Text(static_cast<int64>(published)), Text(deduplicated)});
+  FinishPage(outbox_id, Value(Text(last)), static_cast<int64>(published), deduplicated);
   result[0] = "delivered";
   result[1] = Text(read);
   result[2] = Text(last);

@@ -225,8 +225,7 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
     published = o.published;
     deduplicated = o.deduplicated;
   }
-  QueryValue("SELECT statesman._finish_page($1, $2::bigint, $3::bigint, $4::bigint)",
-             {outbox_id, result[2], std::to_string(published), std::to_string(deduplicated)});
+  FinishPage(outbox_id, result[2], published, deduplicated);
   result[0] = "delivered";
   result[3] = std::to_string(published);
   result[4] = std::to_string(deduplicated);

@@ -48,6 +48,9 @@ void ReadOutboxPage(OutboxPage &page);
 // the same outbox row, no lock or outbox read again.
 OutboxPage ReadPageAfter(const OutboxPage &current);
 
+// statesman._finish_page(outbox_id, last_position, published, deduplicated) with a kept plan.
+void FinishPage(const std::string &outbox_id, const Value &last_position, int64_t published, int64_t deduplicated);
+
 // One page to the `table` sink (statesman._deliver_table_page), as statesman._page_result:
 // status, read, last_position, published, deduplicated, attempts, error, full_page.
 Row DeliverTablePage(const std::string &outbox_id);
