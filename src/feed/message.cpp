@@ -226,22 +226,98 @@ void AppendMessageId(StringInfo buf, const MessageInput &in) {
   appendBinaryStringInfo(buf, digits, n);
 }
 
+namespace {
+
+// Pads buf with zero bytes to a multiple of 4 (jsonb aligns numerics and containers so, counted
+// from the varlena's start); returns how many it added.
+int PadToInt(StringInfo buf) {
+  int pad = static_cast<int>(INTALIGN(buf->len)) - buf->len;
+  for (int i = 0; i < pad; ++i) appendStringInfoCharMacro(buf, '\0');
+  return pad;
+}
+
+// One JEntry of the object, its length turned into an end offset every JB_OFFSET_STRIDE entries,
+// as convertJsonbObject writes them.
+void PutEntry(StringInfo buf, int at, int index, JEntry meta, int *totallen) {
+  *totallen += JBE_OFFLENFLD(meta);
+  if (*totallen > static_cast<int>(JENTRY_OFFLENMASK))
+    ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                    errmsg("total size of jsonb object elements exceeds the maximum of %d bytes", JENTRY_OFFLENMASK)));
+  if (index % JB_OFFSET_STRIDE == 0) meta = (meta & JENTRY_TYPEMASK) | *totallen | JENTRY_HAS_OFF;
+  memcpy(buf->data + at + index * static_cast<int>(sizeof(JEntry)), &meta, sizeof(JEntry));
+}
+
+}  // namespace
+
+// Written in jsonb's binary form directly, byte for byte what pushJsonbValue and
+// JsonbValueToJsonb make of the same object (convertJsonbObject in PostgreSQL's jsonb_util.c):
+// the keys are already in jsonb's order (kKeyNames), so there is nothing to sort, and no value
+// tree is built and walked. The metadata object is copied as it is stored (a jsonb container is
+// canonical and aligned the same wherever it starts on a 4-byte boundary); a scalar metadata
+// value is written as that scalar, as pushJsonbValue unpacks it.
 Jsonb *BuildMessageJsonb(const MessageInput &in) {
   Fields f;
   GatherFields(in, f, true);
-  JsonbParseState *state = nullptr;
-  pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
-  for (int k = 0; k < kKeyCount; ++k) {
-    if (f.omit[k]) continue;
-    JsonbValue key;
-    key.type = jbvString;
-    key.val.string.val = const_cast<char *>(kKeyNames[k]);
-    key.val.string.len = static_cast<int>(strlen(kKeyNames[k]));
-    pushJsonbValue(&state, WJB_KEY, &key);
-    pushJsonbValue(&state, WJB_VALUE, &f.value[k]);
+  if (f.value[kMetadataKey].type == jbvBinary && JsonContainerIsScalar(f.value[kMetadataKey].val.binary.data)) {
+    JsonbValue scalar;
+    if (!JsonbExtractScalar(f.value[kMetadataKey].val.binary.data, &scalar))
+      elog(ERROR, "statesman: a scalar metadata value could not be read");
+    f.value[kMetadataKey] = scalar;
   }
-  JsonbValue *object = pushJsonbValue(&state, WJB_END_OBJECT, nullptr);
-  return JsonbValueToJsonb(object);
+  int keys[kKeyCount];
+  int n = 0;
+  for (int k = 0; k < kKeyCount; ++k)
+    if (!f.omit[k]) keys[n++] = k;
+
+  StringInfoData buf;
+  initStringInfo(&buf);
+  enlargeStringInfo(&buf, 1024);
+  buf.len = VARHDRSZ;  // the varlena header, set at the end
+  uint32 header = static_cast<uint32>(n) | JB_FOBJECT;
+  appendBinaryStringInfo(&buf, reinterpret_cast<const char *>(&header), sizeof(header));
+  const int entries = buf.len;
+  enlargeStringInfo(&buf, static_cast<int>(sizeof(JEntry)) * 2 * n);
+  buf.len += static_cast<int>(sizeof(JEntry)) * 2 * n;
+
+  int totallen = 0;
+  for (int i = 0; i < n; ++i) {
+    int len = static_cast<int>(strlen(kKeyNames[keys[i]]));
+    appendBinaryStringInfo(&buf, kKeyNames[keys[i]], len);
+    PutEntry(&buf, entries, i, static_cast<JEntry>(len), &totallen);
+  }
+  for (int i = 0; i < n; ++i) {
+    const JsonbValue &v = f.value[keys[i]];
+    JEntry meta = 0;
+    switch (v.type) {
+      case jbvNull: meta = JENTRY_ISNULL; break;
+      case jbvString:
+        appendBinaryStringInfo(&buf, v.val.string.val, v.val.string.len);
+        meta = static_cast<JEntry>(v.val.string.len);
+        break;
+      case jbvNumeric: {
+        int pad = PadToInt(&buf);
+        int numlen = static_cast<int>(VARSIZE_ANY(v.val.numeric));
+        appendBinaryStringInfo(&buf, reinterpret_cast<const char *>(v.val.numeric), numlen);
+        meta = JENTRY_ISNUMERIC | static_cast<JEntry>(pad + numlen);
+        break;
+      }
+      case jbvBool: meta = v.val.boolean ? JENTRY_ISBOOL_TRUE : JENTRY_ISBOOL_FALSE; break;
+      case jbvBinary: {
+        int pad = PadToInt(&buf);
+        appendBinaryStringInfo(&buf, reinterpret_cast<const char *>(v.val.binary.data), v.val.binary.len);
+        meta = JENTRY_ISCONTAINER | static_cast<JEntry>(pad + v.val.binary.len);
+        break;
+      }
+      default: elog(ERROR, "statesman: unexpected jsonb value type %d in a message", static_cast<int>(v.type));
+    }
+    PutEntry(&buf, entries, i + n, meta, &totallen);
+  }
+  if (buf.len - VARHDRSZ > static_cast<int>(JENTRY_OFFLENMASK))
+    ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                    errmsg("total size of jsonb object elements exceeds the maximum of %d bytes", JENTRY_OFFLENMASK)));
+  Jsonb *result = reinterpret_cast<Jsonb *>(buf.data);
+  SET_VARSIZE(result, buf.len);
+  return result;
 }
 
 void AppendMessageText(StringInfo buf, const MessageInput &in) {

@@ -50,6 +50,30 @@ SELECT count(*) AS messages,
           FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
          CROSS JOIN (SELECT COALESCE(store_name, current_database()) AS store, epoch FROM statesman.store) s
          WHERE h.global_position > :base) m USING (global_position);
+-- The jsonb is written in its binary form directly: byte for byte (record_image_eq, *=) what
+-- PostgreSQL makes of the same message's text, also with metadata of every shape (an object
+-- with nested numbers that need alignment, an array, a scalar, a string).
+SELECT statesman.head_position() AS mbase \gset
+SELECT count(*) AS appended FROM (VALUES
+    ('{"n": 1.5, "s": "t", "arr": [1, 2.25, {"k": null, "z": [true, false]}], "b": true}'::jsonb),
+    ('[3, "x", 1e-3]'), ('7'), ('"str"'), ('{}'), (NULL)) m(metadata),
+  LATERAL statesman.append('rp-m', 'm' || md5(COALESCE(m.metadata::text, 'none')), '{"v": 1}', metadata => m.metadata);
+SELECT statesman.sequence_feed() > 0 AS sequenced;
+CREATE TYPE rp.image AS (j jsonb);
+SELECT count(*) AS messages,
+       count(*) FILTER (WHERE ROW(f.message)::rp.image *= ROW(t.message::jsonb)::rp.image) AS same_bytes,
+       count(*) FILTER (WHERE f.message::text = t.message) AS same_text
+  FROM statesman.read_feed(:base, 100) f
+  JOIN (SELECT h.global_position,
+               statesman._message_text(s.store, s.epoch, h.address, h.root, h.path, h.partition, h.revision,
+                   h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                   h.source, COALESCE(h.fingerprint, r.fingerprint), COALESCE(h.content_type, r.content_type),
+                   h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error) AS message
+          FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
+         CROSS JOIN (SELECT COALESCE(store_name, current_database()) AS store, epoch FROM statesman.store) s
+         WHERE h.global_position > :base) t USING (global_position);
+SELECT f.message->'metadata' AS metadata FROM statesman.read_feed(:mbase, 100) f ORDER BY f.global_position;
+
 -- The root argument is lower-cased; a page is at most max_records, also for one root.
 SELECT global_position - :base AS position, address FROM statesman.read_feed(:base, 2, 'RP-A');
 SELECT global_position - :base AS position, address FROM statesman.read_feed(:base + 3, 100, 'rp-a');
