@@ -1192,3 +1192,147 @@ BEGIN
     WHERE x.outbox_id = o.outbox_id;
 END
 $$;
+
+-- ============================================================================
+-- readpath: the read path in C++. Every reader of the feed gets its records from
+-- statesman._feed_page; read_feed and the `table` sink's page are C functions that build each
+-- message from the row; the dispatcher reads a page in one step, so _open_page and
+-- _page_messages (and their type) go.
+-- ============================================================================
+CREATE FUNCTION statesman._feed_page(after bigint, upto bigint, max_records integer, root text)
+    RETURNS TABLE (global_position bigint, id bigint, address text, root text, path text,
+                   partition text, revision bigint, occurred_at timestamptz, operation text,
+                   status text, value_type text, schema_version integer, source text,
+                   payload bytea, fingerprint text, content_type text, serializer_id text,
+                   correlation_id text, causation_id text, error text, metadata jsonb)
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT h.global_position, h.id, h.address, h.root, h.path, h.partition, h.revision, h.occurred_at,
+           h.operation, h.status, h.value_type, h.schema_version, h.source, h.payload, h.fingerprint,
+           h.content_type, h.serializer_id, h.correlation_id, h.causation_id, h.error, h.metadata
+    FROM statesman.history h
+    WHERE h.global_position OPERATOR(pg_catalog.>) COALESCE(_feed_page.after, 0)
+      AND (_feed_page.upto IS NULL OR h.global_position OPERATOR(pg_catalog.<=) _feed_page.upto)
+      AND (_feed_page.root IS NULL OR h.root OPERATOR(pg_catalog.=) _feed_page.root)
+    ORDER BY h.global_position
+    LIMIT _feed_page.max_records
+$$;
+COMMENT ON FUNCTION statesman._feed_page(bigint, bigint, integer, text) IS
+    'the readable feed records after a position (up to upto, of one root), in position order';
+REVOKE ALL ON FUNCTION statesman._feed_page(bigint, bigint, integer, text) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION statesman.read_feed(
+    after bigint DEFAULT NULL, max_records integer DEFAULT 1000, root text DEFAULT NULL)
+    RETURNS TABLE (global_position bigint, message_id text, address text, revision bigint,
+                   message jsonb)
+    LANGUAGE c VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'statesman_read_feed';
+COMMENT ON FUNCTION statesman.read_feed(bigint, integer, text) IS
+    'feed records after a position, in position order, as statesman.state-change/v1 messages';
+
+CREATE OR REPLACE FUNCTION statesman._deliver_table_page(outbox_id text) RETURNS statesman._page_result
+    LANGUAGE c VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'statesman_deliver_table_page';
+COMMENT ON FUNCTION statesman._deliver_table_page(text) IS
+    'delivers the next page of the feed to a table sink, with the cursor advance in the same transaction';
+
+CREATE OR REPLACE FUNCTION statesman._park_page(outbox_id text, error text, attempts integer, page_records bigint)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    v_after bigint;
+    v_last bigint;
+    v_limit integer;
+    v_store text;
+    v_epoch uuid;
+    v_message jsonb;
+    v_error text;
+    rec record;
+    parked bigint;
+BEGIN
+    o := statesman._page_outbox(_park_page.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
+        RETURN 0;
+    END IF;
+    v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+    v_limit := LEAST(o.batch_size, _park_page.page_records);
+    SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
+    BEGIN
+        -- Exactly the page that failed (records sequenced since then were never tried), read
+        -- once: its last position and the messages of the records the outbox publishes.
+        WITH p AS MATERIALIZED (
+            SELECT * FROM statesman._feed_page(v_after, NULL, v_limit, NULL)
+        ), parked_rows AS (
+            INSERT INTO statesman.dead_letters AS d (outbox_id, global_position, message_id, message, last_error, attempts)
+            SELECT o.outbox_id, h.global_position, v_store || '/' || h.address || '#' || h.revision,
+                   statesman._message(v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
+                       h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                       h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
+                       COALESCE(h.content_type, o.payload_content_type, r.content_type),
+                       h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error),
+                   left(_park_page.error, 2000), _park_page.attempts
+            FROM p h LEFT JOIN statesman.roots r ON r.root = h.root
+            WHERE o.root IS NULL OR h.root = o.root
+            ORDER BY h.global_position
+            ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
+                SET last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at
+            RETURNING 1
+        )
+        SELECT (SELECT max(p.global_position) FROM p), (SELECT count(*) FROM parked_rows) INTO v_last, parked;
+    EXCEPTION WHEN OTHERS THEN
+        -- A message of the page cannot be built (a record too large for a jsonb message, written
+        -- before the append functions refused such records): the page fails for that reason, so
+        -- parking it must not. Each record is parked on its own; one whose message cannot be
+        -- built is parked without a message, with the reason, and stays in statesman.history.
+        parked := 0;
+        v_last := NULL;
+        FOR rec IN
+            SELECT x.*, r.fingerprint AS root_fingerprint, r.content_type AS root_content_type
+            FROM statesman._feed_page(v_after, NULL, v_limit, NULL) x LEFT JOIN statesman.roots r ON r.root = x.root
+            ORDER BY x.global_position
+        LOOP
+            v_last := rec.global_position;
+            CONTINUE WHEN o.root IS NOT NULL AND rec.root IS DISTINCT FROM o.root;
+            v_error := _park_page.error;
+            BEGIN
+                v_message := statesman._message(v_store, v_epoch, rec.address, rec.root, rec.path, rec.partition,
+                    rec.revision, rec.global_position, rec.occurred_at, rec.operation, rec.status, rec.value_type,
+                    rec.schema_version, rec.source, COALESCE(rec.fingerprint, o.fingerprint, rec.root_fingerprint),
+                    COALESCE(rec.content_type, o.payload_content_type, rec.root_content_type),
+                    rec.serializer_id, rec.payload, rec.correlation_id, rec.causation_id, rec.metadata, rec.error);
+            EXCEPTION WHEN OTHERS THEN
+                v_message := NULL;
+                v_error := format('its message cannot be built (%s); the record stays in statesman.history '
+                                  '(address %s, revision %s)', SQLERRM, rec.address, rec.revision);
+            END;
+            INSERT INTO statesman.dead_letters AS d
+                (outbox_id, global_position, message_id, message, last_error, attempts)
+            VALUES (o.outbox_id, rec.global_position, v_store || '/' || rec.address || '#' || rec.revision, v_message,
+                    left(v_error, 2000), _park_page.attempts)
+            ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
+                SET message = EXCLUDED.message, last_error = EXCLUDED.last_error,
+                    attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
+            parked := parked + 1;
+        END LOOP;
+    END;
+    IF v_last IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM statesman._move_cursor(o.outbox_id, v_last);
+    UPDATE statesman.outbox_state s SET attempts = 0, skipped_total = s.skipped_total + parked
+    WHERE s.outbox_id = o.outbox_id;
+    RETURN parked;
+END
+$$;
+COMMENT ON FUNCTION statesman._park_page(text, text, integer, bigint) IS
+    'skips the next page: parks its messages in dead_letters and moves the cursor past it';
+
+DROP FUNCTION statesman._open_page(text, bigint);
+DROP FUNCTION statesman._page_messages(text, bigint, bigint);
+DROP TYPE statesman._page;

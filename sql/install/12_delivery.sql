@@ -48,80 +48,14 @@ COMMENT ON FUNCTION statesman._page_outbox(text) IS 'an outbox''s row, under the
 -- Delivers the next page of the feed to a `table` sink: the inserts, the cursor advance and the
 -- totals commit together, so delivery into the table is exactly-once. The sink's failure
 -- (a constraint, a trigger, a missing table) is caught, recorded and reported as 'failed'.
+-- In C (src/feed/page.cpp): under the page lock, the outbox's row and cursor read once, the
+-- page read by one statesman._feed_page call, its messages built in C++ and inserted by one
+-- kept INSERT … SELECT FROM unnest(…) (ON CONFLICT (message_id) DO NOTHING only after a
+-- unique violation: a re-delivery).
 CREATE FUNCTION statesman._deliver_table_page(outbox_id text) RETURNS statesman._page_result
-    LANGUAGE plpgsql VOLATILE
+    LANGUAGE c VOLATILE
     SET search_path = pg_catalog, pg_temp
-    AS $$
-DECLARE
-    o statesman.outboxes;
-    r statesman._page_result;
-    v_after bigint;
-    v_matching bigint;
-    v_target text;
-    v_store text;
-    v_epoch uuid;
-    v_insert text;
-BEGIN
-    o := statesman._page_outbox(_deliver_table_page.outbox_id);
-    IF o.outbox_id IS NULL THEN
-        r.status := 'gone'; RETURN r;
-    ELSIF NOT o.enabled THEN
-        r.status := 'paused'; RETURN r;
-    END IF;
-    v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
-
-    SELECT count(*), max(p.global_position), count(*) FILTER (WHERE o.root IS NULL OR p.root = o.root)
-    INTO r.read, r.last_position, v_matching
-    FROM (SELECT h.global_position, h.root FROM statesman.history h
-          WHERE h.global_position > v_after ORDER BY h.global_position LIMIT o.batch_size) p;
-    IF r.read = 0 THEN
-        r.status := 'empty'; r.last_position := NULLIF(v_after, 0); RETURN r;
-    END IF;
-
-    r.published := 0;
-    IF v_matching > 0 THEN
-        SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
-        BEGIN
-            v_target := statesman._sink_table(o.sink_options);
-            PERFORM statesman._check_sink_target(v_target);
-            v_insert := format(
-                'INSERT INTO %s AS t (message_id, global_position, message) '
-                'SELECT $4 || ''/'' || h.address || ''#'' || h.revision, h.global_position, '
-                '  statesman._message($4, $5, h.address, h.root, h.path, h.partition, h.revision, '
-                '    h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, '
-                '    h.source, COALESCE(h.fingerprint, $6, r.fingerprint), COALESCE(h.content_type, $7, r.content_type), '
-                '    h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error) '
-                'FROM statesman.history h LEFT JOIN statesman.roots r ON r.root OPERATOR(pg_catalog.=) h.root '
-                'WHERE h.global_position OPERATOR(pg_catalog.>) $1 AND h.global_position OPERATOR(pg_catalog.<=) $2 '
-                '  AND ($3::text IS NULL OR h.root OPERATOR(pg_catalog.=) $3) '
-                'ORDER BY h.global_position', v_target);
-            BEGIN
-                -- The common case: nothing of this page is in the table yet.
-                EXECUTE v_insert USING v_after, r.last_position, o.root, v_store, v_epoch, o.fingerprint, o.payload_content_type;
-            EXCEPTION WHEN unique_violation THEN
-                -- Re-delivery (a cursor seeded back, a restored table): keep what is there.
-                EXECUTE v_insert || ' ON CONFLICT (message_id) DO NOTHING'
-                    USING v_after, r.last_position, o.root, v_store, v_epoch, o.fingerprint, o.payload_content_type;
-            END;
-            GET DIAGNOSTICS r.published = ROW_COUNT;
-        EXCEPTION WHEN OTHERS THEN
-            GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
-            r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);
-            r.status := 'failed';
-            r.attempts := statesman._note_failure(o.outbox_id, r.error);
-            r.last_position := NULLIF(v_after, 0);
-            RETURN r;
-        END;
-    END IF;
-    r.deduplicated := v_matching - r.published;
-
-    PERFORM statesman._finish_page(o.outbox_id, r.last_position, r.published, r.deduplicated);
-    r.status := 'delivered';
-    r.attempts := 0;
-    r.full_page := r.read >= o.batch_size;
-    RETURN r;
-END
-$$;
+    AS 'MODULE_PATHNAME', 'statesman_deliver_table_page';
 COMMENT ON FUNCTION statesman._deliver_table_page(text) IS
     'delivers the next page of the feed to a table sink, with the cursor advance in the same transaction';
 
@@ -136,6 +70,7 @@ DECLARE
     o statesman.outboxes;
     v_after bigint;
     v_last bigint;
+    v_limit integer;
     v_store text;
     v_epoch uuid;
     v_message jsonb;
@@ -148,43 +83,44 @@ BEGIN
         RETURN 0;
     END IF;
     v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
-    -- Exactly the page that failed: records sequenced since then were never tried.
-    SELECT max(p.global_position) INTO v_last
-    FROM (SELECT h.global_position FROM statesman.history h
-          WHERE h.global_position > v_after ORDER BY h.global_position
-          LIMIT LEAST(o.batch_size, _park_page.page_records)) p;
-    IF v_last IS NULL THEN
-        RETURN 0;
-    END IF;
+    v_limit := LEAST(o.batch_size, _park_page.page_records);
     SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
     BEGIN
-        INSERT INTO statesman.dead_letters AS d (outbox_id, global_position, message_id, message, last_error, attempts)
-        SELECT o.outbox_id, h.global_position, v_store || '/' || h.address || '#' || h.revision,
-               statesman._message(v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
-                   h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
-                   h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
-                   COALESCE(h.content_type, o.payload_content_type, r.content_type),
-                   h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error),
-               left(_park_page.error, 2000), _park_page.attempts
-        FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
-        WHERE h.global_position > v_after AND h.global_position <= v_last
-          AND (o.root IS NULL OR h.root = o.root)
-        ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
-            SET last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
-        GET DIAGNOSTICS parked = ROW_COUNT;
+        -- Exactly the page that failed (records sequenced since then were never tried), read
+        -- once: its last position and the messages of the records the outbox publishes.
+        WITH p AS MATERIALIZED (
+            SELECT * FROM statesman._feed_page(v_after, NULL, v_limit, NULL)
+        ), parked_rows AS (
+            INSERT INTO statesman.dead_letters AS d (outbox_id, global_position, message_id, message, last_error, attempts)
+            SELECT o.outbox_id, h.global_position, v_store || '/' || h.address || '#' || h.revision,
+                   statesman._message(v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
+                       h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                       h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
+                       COALESCE(h.content_type, o.payload_content_type, r.content_type),
+                       h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error),
+                   left(_park_page.error, 2000), _park_page.attempts
+            FROM p h LEFT JOIN statesman.roots r ON r.root = h.root
+            WHERE o.root IS NULL OR h.root = o.root
+            ORDER BY h.global_position
+            ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
+                SET last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at
+            RETURNING 1
+        )
+        SELECT (SELECT max(p.global_position) FROM p), (SELECT count(*) FROM parked_rows) INTO v_last, parked;
     EXCEPTION WHEN OTHERS THEN
         -- A message of the page cannot be built (a record too large for a jsonb message, written
         -- before the append functions refused such records): the page fails for that reason, so
         -- parking it must not. Each record is parked on its own; one whose message cannot be
         -- built is parked without a message, with the reason, and stays in statesman.history.
         parked := 0;
+        v_last := NULL;
         FOR rec IN
             SELECT x.*, r.fingerprint AS root_fingerprint, r.content_type AS root_content_type
-            FROM statesman.history x LEFT JOIN statesman.roots r ON r.root = x.root
-            WHERE x.global_position > v_after AND x.global_position <= v_last
-              AND (o.root IS NULL OR x.root = o.root)
+            FROM statesman._feed_page(v_after, NULL, v_limit, NULL) x LEFT JOIN statesman.roots r ON r.root = x.root
             ORDER BY x.global_position
         LOOP
+            v_last := rec.global_position;
+            CONTINUE WHEN o.root IS NOT NULL AND rec.root IS DISTINCT FROM o.root;
             v_error := _park_page.error;
             BEGIN
                 v_message := statesman._message(v_store, v_epoch, rec.address, rec.root, rec.path, rec.partition,
@@ -207,6 +143,9 @@ BEGIN
             parked := parked + 1;
         END LOOP;
     END;
+    IF v_last IS NULL THEN
+        RETURN 0;
+    END IF;
     PERFORM statesman._move_cursor(o.outbox_id, v_last);
     UPDATE statesman.outbox_state s SET attempts = 0, skipped_total = s.skipped_total + parked
     WHERE s.outbox_id = o.outbox_id;
@@ -267,73 +206,11 @@ $$;
 COMMENT ON FUNCTION statesman._redeliver_table_page(text) IS
     'hands requeued dead letters to a table sink and removes the delivered ones';
 
--- Sinks outside this database (redis, postgres) take a page in three steps inside one
--- transaction of the dispatcher: _open_page (under the page lock) says which records the page
--- holds, _page_messages builds them, the sink publishes them, and only then _finish_page
--- moves the cursor (publish first, then advance: docs/design.md §4).
-CREATE TYPE statesman._page AS (
-    status        text,      -- 'ready', 'empty', 'paused' or 'gone'
-    after         bigint,    -- the cursor before the page (0 when it has none)
-    last_position bigint,    -- the cursor after the page
-    read          bigint,    -- feed records in the page
-    matching      bigint,    -- of them, the records the outbox publishes (its root)
-    full_page     boolean    -- the page had batch_size records: more may follow at once
-);
-
--- `after` NULL: the page after the outbox's cursor; else the page after that position (the
--- dispatcher reads the next page ahead while the sink works on the current one).
-CREATE FUNCTION statesman._open_page(outbox_id text, after bigint DEFAULT NULL) RETURNS statesman._page
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $$
-DECLARE
-    o statesman.outboxes;
-    p statesman._page;
-BEGIN
-    o := statesman._page_outbox(_open_page.outbox_id);
-    IF o.outbox_id IS NULL THEN
-        p.status := 'gone'; RETURN p;
-    ELSIF NOT o.enabled THEN
-        p.status := 'paused'; RETURN p;
-    END IF;
-    p.after := COALESCE(_open_page.after,
-                        (SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
-    SELECT count(*), max(x.global_position), count(*) FILTER (WHERE o.root IS NULL OR x.root = o.root)
-    INTO p.read, p.last_position, p.matching
-    FROM (SELECT h.global_position, h.root FROM statesman.history h
-          WHERE h.global_position > p.after ORDER BY h.global_position LIMIT o.batch_size) x;
-    IF p.read = 0 THEN
-        p.status := 'empty'; p.last_position := NULLIF(p.after, 0); RETURN p;
-    END IF;
-    p.status := 'ready';
-    p.full_page := p.read >= o.batch_size;
-    RETURN p;
-END
-$$;
-COMMENT ON FUNCTION statesman._open_page(text, bigint) IS
-    'the bounds of the next page for a sink outside this database, under the page lock';
-
-CREATE FUNCTION statesman._page_messages(outbox_id text, after bigint, last_position bigint)
-    RETURNS TABLE (global_position bigint, message_id text, message text)
-    LANGUAGE sql STABLE
-    SET search_path = pg_catalog, pg_temp
-    AS $$
-    SELECT h.global_position, v.store || '/' || h.address || '#' || h.revision,
-           statesman._message_text(v.store, v.epoch, h.address, h.root, h.path, h.partition, h.revision,
-               h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
-               h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
-               COALESCE(h.content_type, o.payload_content_type, r.content_type),
-               h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error)
-    FROM statesman.outboxes o
-         CROSS JOIN (SELECT COALESCE(s.store_name, current_database()) AS store, s.epoch FROM statesman.store s) v
-         JOIN statesman.history h
-           ON h.global_position > _page_messages.after AND h.global_position <= _page_messages.last_position
-         LEFT JOIN statesman.roots r ON r.root = h.root
-    WHERE o.outbox_id = _page_messages.outbox_id AND (o.root IS NULL OR h.root = o.root)
-    ORDER BY h.global_position
-$$;
-COMMENT ON FUNCTION statesman._page_messages(text, bigint, bigint) IS
-    'the messages of a page that _open_page bounded, in feed order';
+-- Sinks outside this database (redis, postgres) take a page in two steps inside one
+-- transaction of the dispatcher: the dispatcher reads the page in one step (src/feed/page.cpp:
+-- under the page lock, the outbox's row and cursor read once, the records read by one
+-- statesman._feed_page call and their messages built in C++), the sink publishes them, and only
+-- then _finish_page moves the cursor (publish first, then advance: docs/design.md §4).
 
 -- After the sink accepted a page: the cursor moves past it and the totals count it.
 CREATE FUNCTION statesman._finish_page(outbox_id text, last_position bigint, published bigint, deduplicated bigint)

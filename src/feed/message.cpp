@@ -1,13 +1,15 @@
 // statesman._message(…): builds one statesman.state-change/v1 message as jsonb (docs/design.md §5).
 //
 // Built directly as a JsonbValue tree: jsonb_build_object would look up each argument's type
-// category on every row, which dominated read_feed. This function holds no C++ object with a
-// destructor, so the PostgreSQL calls below may ereport freely.
-#include "statesman/pg/guard.hpp"
+// category on every row, which dominated read_feed. The same builders serve the page reader
+// (src/feed/page.cpp), from the rows of statesman._feed_page. Nothing here holds a C++ object
+// with a destructor, so the PostgreSQL calls below may ereport freely.
+#include "statesman/feed/message.hpp"
 
 #include <string>
 
 extern "C" {
+#include "access/detoast.h"
 #include "utils/builtins.h"
 #include "utils/jsonb.h"
 #include "utils/numeric.h"
@@ -25,32 +27,6 @@ static_assert(statesman::store::kMaxMessageBytes == JENTRY_OFFLENMASK,
 
 namespace statesman::pg {
 namespace {
-
-// Argument positions of statesman._message.
-enum MessageArg {
-  kStore,
-  kEpoch,
-  kAddress,
-  kRoot,
-  kPath,
-  kPartition,
-  kRevision,
-  kGlobalPosition,
-  kOccurredAt,
-  kOperation,
-  kStatus,
-  kValueType,
-  kSchemaVersion,
-  kSource,
-  kFingerprint,
-  kContentType,
-  kSerializerId,
-  kPayload,
-  kCorrelationId,
-  kCausationId,
-  kMetadata,
-  kError
-};
 
 // The message's keys. jsonb stores object keys sorted (shorter first, then bytewise) and sorts
 // whatever it is given; handing them over already in that order makes its sort a single pass.
@@ -99,6 +75,8 @@ static_assert(kKeyCount == 24 && KeyNameBytes() == 202, "update kMessageFixedByt
 struct Fields {
   JsonbValue value[kKeyCount];
   bool omit[kKeyCount];
+  bool integer[kKeyCount];  // an exact number, in `number` (as a numeric in value only for jsonb)
+  int64 number[kKeyCount];
 };
 
 void SetNull(Fields &f, Key key) { f.value[key].type = jbvNull; }
@@ -109,18 +87,21 @@ void SetString(Fields &f, Key key, char *data, int length) {
   f.value[key].val.string.len = length;
 }
 
-// A text argument as a JSON string, or null.
-void SetTextArg(Fields &f, Key key, FunctionCallInfo fcinfo, int argno) {
-  if (PG_ARGISNULL(argno)) return SetNull(f, key);
-  text *t = PG_GETARG_TEXT_PP(argno);
+// A text field as a JSON string, or null.
+void SetTextField(Fields &f, Key key, const MessageInput &in, MessageField field) {
+  if (in.isnull[field]) return SetNull(f, key);
+  text *t = DatumGetTextPP(in.value[field]);
   SetString(f, key, VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t)));
 }
 
-// An integer argument as an exact JSON number, or null.
-void SetIntegerArg(Fields &f, Key key, FunctionCallInfo fcinfo, int argno, bool is_int4) {
-  if (PG_ARGISNULL(argno)) return SetNull(f, key);
+// An integer field as an exact JSON number, or null.
+void SetIntegerField(Fields &f, Key key, const MessageInput &in, MessageField field, bool is_int4, bool for_jsonb) {
+  if (in.isnull[field]) return SetNull(f, key);
+  int64 n = is_int4 ? DatumGetInt32(in.value[field]) : DatumGetInt64(in.value[field]);
+  f.integer[key] = true;
+  f.number[key] = n;
   f.value[key].type = jbvNumeric;
-  f.value[key].val.numeric = int64_to_numeric(is_int4 ? PG_GETARG_INT32(argno) : PG_GETARG_INT64(argno));
+  f.value[key].val.numeric = for_jsonb ? int64_to_numeric(n) : nullptr;
 }
 
 }  // namespace
@@ -129,77 +110,72 @@ void SetIntegerArg(Fields &f, Key key, FunctionCallInfo fcinfo, int argno, bool 
 namespace statesman::pg {
 namespace {
 
-// Fills f from the arguments of statesman._message (none of the required ones is NULL).
-void GatherFields(FunctionCallInfo fcinfo, Fields &f) {
+// Fills f from a message's fields (none of the required ones is NULL); numbers become numerics
+// only for_jsonb.
+void GatherFields(const MessageInput &in, Fields &f, bool for_jsonb) {
   namespace store = statesman::store;
   for (int k = 0; k < kKeyCount; ++k) {
     f.value[k].type = jbvNull;
     f.omit[k] = false;
+    f.integer[k] = false;
   }
 
   SetString(f, kSchemaKey, const_cast<char *>(store::kMessageSchema), static_cast<int>(strlen(store::kMessageSchema)));
 
   // messageId = {store}/{address}#{revision}
-  text *store_name = PG_GETARG_TEXT_PP(kStore);
-  text *address = PG_GETARG_TEXT_PP(kAddress);
-  int64 revision = PG_GETARG_INT64(kRevision);
   StringInfoData id;
   initStringInfo(&id);
-  appendBinaryStringInfo(&id, VARDATA_ANY(store_name), static_cast<int>(VARSIZE_ANY_EXHDR(store_name)));
-  appendStringInfoChar(&id, '/');
-  appendBinaryStringInfo(&id, VARDATA_ANY(address), static_cast<int>(VARSIZE_ANY_EXHDR(address)));
-  appendStringInfo(&id, "#" INT64_FORMAT, revision);
+  AppendMessageId(&id, in);
   SetString(f, kMessageIdKey, id.data, id.len);
 
-  SetTextArg(f, kStoreKey, fcinfo, kStore);
-  SetTextArg(f, kRootKey, fcinfo, kRoot);
-  SetTextArg(f, kPathKey, fcinfo, kPath);
-  SetTextArg(f, kPartitionKey, fcinfo, kPartition);
-  SetTextArg(f, kAddressKey, fcinfo, kAddress);
-  SetIntegerArg(f, kRevisionKey, fcinfo, kRevision, false);
-  SetIntegerArg(f, kGlobalPositionKey, fcinfo, kGlobalPosition, false);
+  SetTextField(f, kStoreKey, in, kStore);
+  SetTextField(f, kRootKey, in, kRoot);
+  SetTextField(f, kPathKey, in, kPath);
+  SetTextField(f, kPartitionKey, in, kPartition);
+  SetTextField(f, kAddressKey, in, kAddress);
+  SetIntegerField(f, kRevisionKey, in, kRevision, false, for_jsonb);
+  SetIntegerField(f, kGlobalPositionKey, in, kGlobalPosition, false, for_jsonb);
 
   char *epoch = static_cast<char *>(palloc(UUID_LEN * 2 + 5));
-  store::FormatUuid(PG_GETARG_UUID_P(kEpoch)->data, epoch);
+  store::FormatUuid(DatumGetUUIDP(in.value[kEpoch])->data, epoch);
   SetString(f, kEpochKey, epoch, UUID_LEN * 2 + 4);
 
-  if (!PG_ARGISNULL(kOccurredAt)) {
+  if (!in.isnull[kOccurredAt]) {
     char *occurred = static_cast<char *>(palloc(store::kUtcTextSize));
-    store::FormatUtcMicros(PG_GETARG_TIMESTAMPTZ(kOccurredAt), occurred);
+    store::FormatUtcMicros(DatumGetTimestampTz(in.value[kOccurredAt]), occurred);
     SetString(f, kOccurredAtKey, occurred, static_cast<int>(strlen(occurred)));
   }
 
-  SetTextArg(f, kOperationKey, fcinfo, kOperation);
-  SetTextArg(f, kStatusKey, fcinfo, kStatus);
-  SetTextArg(f, kValueTypeKey, fcinfo, kValueType);
-  SetIntegerArg(f, kSchemaVersionKey, fcinfo, kSchemaVersion, true);
-  SetTextArg(f, kSourceKey, fcinfo, kSource);
-  SetTextArg(f, kFingerprintKey, fcinfo, kFingerprint);
-  SetTextArg(f, kContentTypeKey, fcinfo, kContentType);
-  SetTextArg(f, kSerializerIdKey, fcinfo, kSerializerId);
-  f.omit[kSerializerIdKey] = PG_ARGISNULL(kSerializerId);  // serializerId is omitted when absent
+  SetTextField(f, kOperationKey, in, kOperation);
+  SetTextField(f, kStatusKey, in, kStatus);
+  SetTextField(f, kValueTypeKey, in, kValueType);
+  SetIntegerField(f, kSchemaVersionKey, in, kSchemaVersion, true, for_jsonb);
+  SetTextField(f, kSourceKey, in, kSource);
+  SetTextField(f, kFingerprintKey, in, kFingerprint);
+  SetTextField(f, kContentTypeKey, in, kContentType);
+  SetTextField(f, kSerializerIdKey, in, kSerializerId);
+  f.omit[kSerializerIdKey] = in.isnull[kSerializerId];  // serializerId is omitted when absent
 
-  if (!PG_ARGISNULL(kPayload)) {
-    bytea *payload = PG_GETARG_BYTEA_PP(kPayload);
+  if (!in.isnull[kPayload]) {
+    if (char *error = MessageUnbuildable(in))
+      ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED), errmsg_internal("%s", error)));
+    bytea *payload = DatumGetByteaPP(in.value[kPayload]);
     size_t length = VARSIZE_ANY_EXHDR(payload);
     size_t encoded = store::Base64Length(length);
-    if (encoded > static_cast<size_t>(JENTRY_OFFLENMASK))
-      ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-                      errmsg("payload of %s is too large for a jsonb message", text_to_cstring(address))));
     char *b64 = static_cast<char *>(palloc(encoded + 1));
     store::Base64Encode(reinterpret_cast<const unsigned char *>(VARDATA_ANY(payload)), length, b64);
     SetString(f, kPayloadKey, b64, static_cast<int>(encoded));
   }
 
-  SetTextArg(f, kCorrelationIdKey, fcinfo, kCorrelationId);
-  SetTextArg(f, kCausationIdKey, fcinfo, kCausationId);
-  if (!PG_ARGISNULL(kMetadata)) {
-    Jsonb *metadata = PG_GETARG_JSONB_P(kMetadata);
+  SetTextField(f, kCorrelationIdKey, in, kCorrelationId);
+  SetTextField(f, kCausationIdKey, in, kCausationId);
+  if (!in.isnull[kMetadata]) {
+    Jsonb *metadata = DatumGetJsonbP(in.value[kMetadata]);
     f.value[kMetadataKey].type = jbvBinary;
     f.value[kMetadataKey].val.binary.data = &metadata->root;
     f.value[kMetadataKey].val.binary.len = static_cast<int>(VARSIZE(metadata) - VARHDRSZ);
   }
-  SetTextArg(f, kErrorKey, fcinfo, kError);
+  SetTextField(f, kErrorKey, in, kError);
 }
 
 // A string as JSON, escaped exactly as PostgreSQL's escape_json does (so the text equals
@@ -229,7 +205,164 @@ void AppendJsonString(StringInfo buf, const char *data, int length) {
 }
 
 }  // namespace
+
+char *MessageUnbuildable(const MessageInput &in) {
+  if (in.isnull[kPayload]) return nullptr;
+  // The payload's size without detoasting it.
+  size_t length = toast_raw_datum_size(in.value[kPayload]) - VARHDRSZ;
+  if (store::Base64Length(length) <= static_cast<size_t>(JENTRY_OFFLENMASK)) return nullptr;
+  return psprintf("payload of %s is too large for a jsonb message", TextDatumGetCString(in.value[kAddress]));
+}
+
+void AppendMessageId(StringInfo buf, const MessageInput &in) {
+  text *store_name = DatumGetTextPP(in.value[kStore]);
+  text *address = DatumGetTextPP(in.value[kAddress]);
+  appendBinaryStringInfo(buf, VARDATA_ANY(store_name), static_cast<int>(VARSIZE_ANY_EXHDR(store_name)));
+  appendStringInfoChar(buf, '/');
+  appendBinaryStringInfo(buf, VARDATA_ANY(address), static_cast<int>(VARSIZE_ANY_EXHDR(address)));
+  char digits[MAXINT8LEN + 1];
+  int n = pg_lltoa(DatumGetInt64(in.value[kRevision]), digits);
+  appendStringInfoChar(buf, '#');
+  appendBinaryStringInfo(buf, digits, n);
+}
+
+namespace {
+
+// Pads buf with zero bytes to a multiple of 4 (jsonb aligns numerics and containers so, counted
+// from the varlena's start); returns how many it added.
+int PadToInt(StringInfo buf) {
+  int pad = static_cast<int>(INTALIGN(buf->len)) - buf->len;
+  for (int i = 0; i < pad; ++i) appendStringInfoCharMacro(buf, '\0');
+  return pad;
+}
+
+// One JEntry of the object, its length turned into an end offset every JB_OFFSET_STRIDE entries,
+// as convertJsonbObject writes them.
+void PutEntry(StringInfo buf, int at, int index, JEntry meta, int *totallen) {
+  *totallen += JBE_OFFLENFLD(meta);
+  if (*totallen > static_cast<int>(JENTRY_OFFLENMASK))
+    ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                    errmsg("total size of jsonb object elements exceeds the maximum of %d bytes", JENTRY_OFFLENMASK)));
+  if (index % JB_OFFSET_STRIDE == 0) meta = (meta & JENTRY_TYPEMASK) | *totallen | JENTRY_HAS_OFF;
+  memcpy(buf->data + at + index * static_cast<int>(sizeof(JEntry)), &meta, sizeof(JEntry));
+}
+
+}  // namespace
+
+// Written in jsonb's binary form directly, byte for byte what pushJsonbValue and
+// JsonbValueToJsonb make of the same object (convertJsonbObject in PostgreSQL's jsonb_util.c):
+// the keys are already in jsonb's order (kKeyNames), so there is nothing to sort, and no value
+// tree is built and walked. The metadata object is copied as it is stored (a jsonb container is
+// canonical and aligned the same wherever it starts on a 4-byte boundary); a scalar metadata
+// value is written as that scalar, as pushJsonbValue unpacks it.
+Jsonb *BuildMessageJsonb(const MessageInput &in) {
+  Fields f;
+  GatherFields(in, f, true);
+  if (f.value[kMetadataKey].type == jbvBinary && JsonContainerIsScalar(f.value[kMetadataKey].val.binary.data)) {
+    JsonbValue scalar;
+    if (!JsonbExtractScalar(f.value[kMetadataKey].val.binary.data, &scalar))
+      elog(ERROR, "statesman: a scalar metadata value could not be read");
+    f.value[kMetadataKey] = scalar;
+  }
+  int keys[kKeyCount];
+  int n = 0;
+  for (int k = 0; k < kKeyCount; ++k)
+    if (!f.omit[k]) keys[n++] = k;
+
+  StringInfoData buf;
+  initStringInfo(&buf);
+  enlargeStringInfo(&buf, 1024);
+  buf.len = VARHDRSZ;  // the varlena header, set at the end
+  uint32 header = static_cast<uint32>(n) | JB_FOBJECT;
+  appendBinaryStringInfo(&buf, reinterpret_cast<const char *>(&header), sizeof(header));
+  const int entries = buf.len;
+  enlargeStringInfo(&buf, static_cast<int>(sizeof(JEntry)) * 2 * n);
+  buf.len += static_cast<int>(sizeof(JEntry)) * 2 * n;
+
+  int totallen = 0;
+  for (int i = 0; i < n; ++i) {
+    int len = static_cast<int>(strlen(kKeyNames[keys[i]]));
+    appendBinaryStringInfo(&buf, kKeyNames[keys[i]], len);
+    PutEntry(&buf, entries, i, static_cast<JEntry>(len), &totallen);
+  }
+  for (int i = 0; i < n; ++i) {
+    const JsonbValue &v = f.value[keys[i]];
+    JEntry meta = 0;
+    switch (v.type) {
+      case jbvNull: meta = JENTRY_ISNULL; break;
+      case jbvString:
+        appendBinaryStringInfo(&buf, v.val.string.val, v.val.string.len);
+        meta = static_cast<JEntry>(v.val.string.len);
+        break;
+      case jbvNumeric: {
+        int pad = PadToInt(&buf);
+        int numlen = static_cast<int>(VARSIZE_ANY(v.val.numeric));
+        appendBinaryStringInfo(&buf, reinterpret_cast<const char *>(v.val.numeric), numlen);
+        meta = JENTRY_ISNUMERIC | static_cast<JEntry>(pad + numlen);
+        break;
+      }
+      case jbvBool: meta = v.val.boolean ? JENTRY_ISBOOL_TRUE : JENTRY_ISBOOL_FALSE; break;
+      case jbvBinary: {
+        int pad = PadToInt(&buf);
+        appendBinaryStringInfo(&buf, reinterpret_cast<const char *>(v.val.binary.data), v.val.binary.len);
+        meta = JENTRY_ISCONTAINER | static_cast<JEntry>(pad + v.val.binary.len);
+        break;
+      }
+      default: elog(ERROR, "statesman: unexpected jsonb value type %d in a message", static_cast<int>(v.type));
+    }
+    PutEntry(&buf, entries, i + n, meta, &totallen);
+  }
+  if (buf.len - VARHDRSZ > static_cast<int>(JENTRY_OFFLENMASK))
+    ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                    errmsg("total size of jsonb object elements exceeds the maximum of %d bytes", JENTRY_OFFLENMASK)));
+  Jsonb *result = reinterpret_cast<Jsonb *>(buf.data);
+  SET_VARSIZE(result, buf.len);
+  return result;
+}
+
+void AppendMessageText(StringInfo buf, const MessageInput &in) {
+  Fields f;
+  GatherFields(in, f, false);
+  appendStringInfoCharMacro(buf, '{');
+  bool first = true;
+  for (int k = 0; k < kKeyCount; ++k) {
+    if (f.omit[k]) continue;
+    if (!first) appendBinaryStringInfo(buf, ", ", 2);
+    first = false;
+    // The key names need no escape.
+    appendStringInfoCharMacro(buf, '"');
+    appendBinaryStringInfo(buf, kKeyNames[k], static_cast<int>(strlen(kKeyNames[k])));
+    appendBinaryStringInfo(buf, "\": ", 3);
+    const JsonbValue &v = f.value[k];
+    switch (v.type) {
+      case jbvString: AppendJsonString(buf, v.val.string.val, v.val.string.len); break;
+      case jbvNumeric: {
+        // An integer numeric prints as its decimal digits: what numeric_out would write.
+        char digits[MAXINT8LEN + 1];
+        int n = pg_lltoa(f.number[k], digits);
+        appendBinaryStringInfo(buf, digits, n);
+        break;
+      }
+      case jbvBinary: (void)JsonbToCString(buf, v.val.binary.data, v.val.binary.len); break;
+      default: appendBinaryStringInfo(buf, "null", 4); break;
+    }
+  }
+  appendStringInfoCharMacro(buf, '}');
+}
+
 }  // namespace statesman::pg
+
+namespace {
+
+// The arguments of statesman._message / _message_text as a message's fields.
+void ArgsToInput(FunctionCallInfo fcinfo, statesman::pg::MessageInput &in) {
+  for (int i = 0; i < statesman::pg::kMessageFieldCount; ++i) {
+    in.isnull[i] = PG_ARGISNULL(i);
+    in.value[i] = in.isnull[i] ? static_cast<Datum>(0) : PG_GETARG_DATUM(i);
+  }
+}
+
+}  // namespace
 
 // statesman._message(store, epoch, address, root, path, partition, revision, global_position,
 //   occurred_at, operation, status, value_type, schema_version, source, fingerprint,
@@ -238,22 +371,9 @@ extern "C" Datum statesman_message(PG_FUNCTION_ARGS) {
   using namespace statesman::pg;
   for (int required : {kStore, kEpoch, kAddress, kRevision})
     if (PG_ARGISNULL(required)) PG_RETURN_NULL();
-  Fields f;
-  GatherFields(fcinfo, f);
-
-  JsonbParseState *state = nullptr;
-  pushJsonbValue(&state, WJB_BEGIN_OBJECT, nullptr);
-  for (int k = 0; k < kKeyCount; ++k) {
-    if (f.omit[k]) continue;
-    JsonbValue key;
-    key.type = jbvString;
-    key.val.string.val = const_cast<char *>(kKeyNames[k]);
-    key.val.string.len = static_cast<int>(strlen(kKeyNames[k]));
-    pushJsonbValue(&state, WJB_KEY, &key);
-    pushJsonbValue(&state, WJB_VALUE, &f.value[k]);
-  }
-  JsonbValue *object = pushJsonbValue(&state, WJB_END_OBJECT, nullptr);
-  PG_RETURN_JSONB_P(JsonbValueToJsonb(object));
+  MessageInput in;
+  ArgsToInput(fcinfo, in);
+  PG_RETURN_JSONB_P(BuildMessageJsonb(in));
 }
 
 // statesman._message_text(the same arguments) → text: the same message as JSON text, written
@@ -263,29 +383,10 @@ extern "C" Datum statesman_message_text(PG_FUNCTION_ARGS) {
   using namespace statesman::pg;
   for (int required : {kStore, kEpoch, kAddress, kRevision})
     if (PG_ARGISNULL(required)) PG_RETURN_NULL();
-  Fields f;
-  GatherFields(fcinfo, f);
-
+  MessageInput in;
+  ArgsToInput(fcinfo, in);
   StringInfoData buf;
   initStringInfo(&buf);
-  appendStringInfoCharMacro(&buf, '{');
-  bool first = true;
-  for (int k = 0; k < kKeyCount; ++k) {
-    if (f.omit[k]) continue;
-    if (!first) appendBinaryStringInfo(&buf, ", ", 2);
-    first = false;
-    AppendJsonString(&buf, kKeyNames[k], static_cast<int>(strlen(kKeyNames[k])));
-    appendBinaryStringInfo(&buf, ": ", 2);
-    const JsonbValue &v = f.value[k];
-    switch (v.type) {
-      case jbvString: AppendJsonString(&buf, v.val.string.val, v.val.string.len); break;
-      case jbvNumeric:
-        appendStringInfoString(&buf, DatumGetCString(DirectFunctionCall1(numeric_out, NumericGetDatum(v.val.numeric))));
-        break;
-      case jbvBinary: (void)JsonbToCString(&buf, v.val.binary.data, v.val.binary.len); break;
-      default: appendBinaryStringInfo(&buf, "null", 4); break;
-    }
-  }
-  appendStringInfoCharMacro(&buf, '}');
+  AppendMessageText(&buf, in);
   PG_RETURN_TEXT_P(cstring_to_text_with_len(buf.data, buf.len));
 }

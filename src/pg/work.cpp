@@ -53,6 +53,12 @@ class RunningStatement {
 
 }  // namespace
 
+StatementScope::StatementScope() noexcept {
+  statement_running = true;
+  if (ShutdownRequestPending && cancel_on_shutdown) CancelStatement();
+}
+StatementScope::~StatementScope() { statement_running = false; }
+
 void HandleShutdownSignal(SIGNAL_ARGS) {
   int save_errno = errno;
   // Sets ShutdownRequestPending and the latch.

@@ -26,6 +26,7 @@ PG_FUNCTION_INFO_V1(statesman_dispatch_once);
 #include <string>
 
 #include "statesman/error.hpp"
+#include "statesman/feed/page.hpp"
 #include "statesman/sinks/sink.hpp"
 #include "statesman/store/locks.hpp"
 #include "statesman/worker/backoff.hpp"
@@ -121,15 +122,14 @@ struct SinkCall {
 };
 
 // The next page, read while the sink works on the current one: its bounds and messages. Used
-// only when the next page turns out to have exactly these bounds (the cursor moved to `after`)
-// and the outbox's row is still the version it was read under (an alter_outbox in between may
-// have changed the root filter or the envelope that built the messages); records never change
-// once they have a position.
+// only for the page that follows the cursor when the cursor moved to its `after` and the
+// outbox's row is still the version it was read under (an alter_outbox in between may have
+// changed the batch size, the root filter or the envelope that built the messages), and only
+// when it was a full page: a readable position never changes and no record can appear below
+// one, so a full page's records are the same when it is read again; a short one may have grown.
 struct ReadAhead {
   bool valid = false;
-  Value after, last;
-  std::string version;
-  std::vector<sink::Message> page;
+  OutboxPage page;
 };
 
 // A publish that ended because this process must stop (SIGTERM, a cancel, the postmaster's
@@ -160,78 +160,64 @@ std::vector<sink::Message> ToMessages(std::vector<Row> rows) {
   return page;
 }
 
+Value Int(int64 n) { return std::to_string(n); }
+
 // One page to a sink outside this database, in the shape of statesman._page_result (see
-// DeliverPage): the page is bounded and built under the page lock, published, and only then
-// the cursor moves, in the same transaction.
+// DeliverPage): the page is bounded and built under the page lock in one step (feed/page.hpp),
+// published, and only then the cursor moves, in the same transaction.
 Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, ReadAhead &ahead) {
-  std::vector<Row> head = Query(
-      "SELECT p.status, p.after, p.last_position, p.read, p.matching, p.full_page, "
-      "  (SELECT o.xmin::text FROM statesman.outboxes o WHERE o.outbox_id = $1) FROM statesman._open_page($1) p",
-      {outbox_id});
-  if (head.empty()) throw Error("XX000", "statesman: statesman._open_page returned no row");
-  const Row &h = head[0];
+  OutboxPage page = OpenOutboxPage(outbox_id);
   Row result(8);
-  result[0] = h[0];
-  result[1] = h[3];
-  result[2] = h[2];
-  result[7] = h[5];
-  if (h[0] != "ready") {
+  if (page.status != "open") {
     ahead.valid = false;
+    result[0] = page.status;
+    return result;
+  }
+  if (ahead.valid && ahead.page.after == page.after && ahead.page.version == page.version)
+    page = std::move(ahead.page);
+  else
+    // A page whose messages cannot be built (a record too large for a message) is a failed
+    // attempt like a sink's refusal: backoff, then skip_poison_after_attempts parks it.
+    ReadOutboxPage(page);
+  ahead.valid = false;
+  ahead.page = OutboxPage();
+  const Value after = page.after > 0 ? Int(page.after) : Value();
+  result[0] = page.status;
+  if (page.status == "empty") {
+    result[1] = "0";
+    result[2] = after;
+    return result;
+  }
+  result[1] = page.read >= 0 ? Int(page.read) : Value();
+  result[2] = Int(page.last_position);
+  result[7] = page.full_page ? "t" : "f";
+  if (page.unbuilt) {
+    std::string error = "the page's messages cannot be built: " + *page.unbuilt;
+    result[0] = "failed";
+    result[2] = after;
+    result[5] = QueryValue("SELECT statesman._note_failure($1, $2)", {outbox_id, error});
+    result[6] = error;
     return result;
   }
   int64 published = 0, deduplicated = 0;
-  if (ToInt(h[4]) > 0) {
-    std::vector<sink::Message> page;
-    std::optional<std::string> unbuilt;
-    if (ahead.valid && ahead.after == h[1] && ahead.last == h[2] && ahead.version == h[6])
-      page = std::move(ahead.page);
-    else
-      // A page whose messages cannot be built (a record too large for a message) is a failed
-      // attempt like a sink's refusal: backoff, then skip_poison_after_attempts parks it.
-      unbuilt = InSubtransaction([&] {
-        page = ToMessages(Query(
-            "SELECT m.global_position, m.message_id, m.message FROM statesman._page_messages($1, $2::bigint, $3::bigint) m",
-            {outbox_id, h[1], h[2]}));
-      });
-    ahead.valid = false;
-    ahead.page.clear();
-    if (unbuilt) {
-      std::string error = "the page's messages cannot be built: " + *unbuilt;
-      result[0] = "failed";
-      result[2] = ToInt(h[1]) > 0 ? h[1] : Value();
-      result[5] = QueryValue("SELECT statesman._note_failure($1, $2)", {outbox_id, error});
-      result[6] = error;
-      return result;
-    }
-    call.Start(page);
-    // A full page: more follows at once. Read it now, while the sink works.
-    if (h[5] == "t") {
-      std::vector<Row> next = Query(
-          "SELECT p.status, p.after, p.last_position, p.matching, "
-          "  (SELECT o.xmin::text FROM statesman.outboxes o WHERE o.outbox_id = $1) "
-          "FROM statesman._open_page($1, $2::bigint) p",
-          {outbox_id, h[2]});
-      if (!next.empty() && next[0][0] == "ready" && ToInt(next[0][3]) > 0) {
-        // Not read ahead when it cannot be built: the next page reports it as its failure.
-        std::optional<std::string> unbuilt_ahead = InSubtransaction([&] {
-          ahead.page = ToMessages(Query(
-              "SELECT m.global_position, m.message_id, m.message FROM statesman._page_messages($1, $2::bigint, $3::bigint) m",
-              {outbox_id, next[0][1], next[0][2]}));
-        });
-        ahead.after = next[0][1];
-        ahead.last = next[0][2];
-        ahead.version = next[0][4].value_or("");
-        ahead.valid = !unbuilt_ahead;
-        if (unbuilt_ahead) ahead.page.clear();
+  if (page.matching > 0) {
+    call.Start(page.messages);
+    // A full page: more follows at once. Read it now, while the sink works. Not read ahead when
+    // it cannot be built: the next page reports it as its failure.
+    if (page.full_page) {
+      OutboxPage next = ReadPageAfter(page);
+      if (next.status == "ready" && !next.unbuilt && next.full_page) {
+        ahead.page = std::move(next);
+        ahead.valid = true;
       }
     }
     sink::Outcome o = call.Finish();
     if (!o.ok) {
       StopIfRequested();
       ahead.valid = false;
-      ahead.page.clear();
+      ahead.page = OutboxPage();
       result[0] = "failed";
-      result[2] = ToInt(h[1]) > 0 ? h[1] : Value();
+      result[2] = after;
       result[5] = QueryValue("SELECT statesman._note_failure($1, $2)", {outbox_id, o.error});
       result[6] = o.error;
       return result;
@@ -239,8 +225,7 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
     published = o.published;
     deduplicated = o.deduplicated;
   }
-  QueryValue("SELECT statesman._finish_page($1, $2::bigint, $3::bigint, $4::bigint)",
-             {outbox_id, h[2], std::to_string(published), std::to_string(deduplicated)});
+  FinishPage(outbox_id, result[2], published, deduplicated);
   result[0] = "delivered";
   result[3] = std::to_string(published);
   result[4] = std::to_string(deduplicated);
@@ -319,8 +304,7 @@ CycleOutcome RunCycle(const OutboxSettings &s, SinkHandle &handle, const std::fu
   };
   auto deliver = [&] {
     use();
-    return type->in_database ? DeliverPage("statesman._deliver_table_page", s.outbox_id)
-                             : DeliverExternalPage(s.outbox_id, call, ahead);
+    return type->in_database ? DeliverTablePage(s.outbox_id) : DeliverExternalPage(s.outbox_id, call, ahead);
   };
 
   // Dead letters queued by statesman.redeliver().

@@ -281,8 +281,8 @@ SELECT is(statesman.already_applied('nobody-consumer', 'feed', '00000000-0000-40
 SELECT is((SELECT position FROM statesman.applied_position('nobody-consumer', 'feed')), 4::bigint, 'nobody: applied_position()');
 SELECT is((SELECT open_writers FROM statesman.feed_status), 1::bigint, 'nobody: feed_status (its own open appending transaction)');
 SELECT throws_ok($$SELECT statesman.sequence_feed()$$, '42501', NULL, 'nobody: sequence_feed() is refused: 42501');
-SELECT throws_ok($$SELECT * FROM statesman._open_page('priv-box')$$, '42501', NULL, 'nobody: _open_page() is refused: 42501');
-SELECT throws_ok($$SELECT * FROM statesman._page_messages('priv-box', 0, 5)$$, '42501', NULL, 'nobody: _page_messages() is refused: 42501');
+SELECT throws_ok($$SELECT * FROM statesman._feed_page(0, NULL, 5, NULL)$$, '42501', NULL, 'nobody: _feed_page() is refused: 42501');
+SELECT throws_ok($$SELECT statesman._deliver_table_page('priv-box')$$, '42501', NULL, 'nobody: _deliver_table_page() is refused: 42501');
 SELECT throws_ok($$SELECT statesman._finish_page('priv-box', 5, 5, 0)$$, '42501', NULL, 'nobody: _finish_page() is refused: 42501');
 SELECT throws_ok($$SELECT * FROM statesman._requeued_messages('priv-box')$$, '42501', NULL, 'nobody: _requeued_messages() is refused: 42501');
 SELECT throws_ok($$SELECT statesman._requeued_outcome('priv-box', '{1}', true, 1, 0, NULL)$$, '42501', NULL, 'nobody: _requeued_outcome() is refused: 42501');

@@ -291,7 +291,7 @@ SET ROLE sinks_reader;
 SELECT count(*) AS rows_visible, bool_or(s::text LIKE '%s3cr3t%') AS secret_shown FROM statesman.outbox_status s;
 SELECT * FROM public.sink_error($$SELECT sink_options FROM statesman.outboxes$$);
 SELECT * FROM public.sink_error($$SELECT statesman._check_sink_options('redis', '{}')$$);
-SELECT * FROM public.sink_error($$SELECT statesman._page_messages('r-all', 0, 10)$$);
+SELECT * FROM public.sink_error($$SELECT * FROM statesman._feed_page(0, NULL, 10, NULL)$$);
 RESET ROLE;
 DROP ROLE sinks_reader;
 

@@ -6,6 +6,9 @@
 #   deliver   10,000 records reach the remote table sink.delivered, which the
 #             sink creates (schema and table): each once, at its position,
 #             with its message.
+#   envx      an outbox of one root, with its own fingerprint, in pages of 3 over
+#             records of two roots: each message carries the record's envelope,
+#             else the outbox's, else the root's, as statesman._message builds it.
 #   again     a second outbox over the same remote table publishes everything
 #             again: all deduplicated, the remote table unchanged.
 #   auth      a wrong password: the outbox backs off with libpq's message.
@@ -200,6 +203,48 @@ is(remote_query(q{SELECT string_agg(DISTINCT application_name, ',') FROM pg_stat
 	'statesman', "main: the remote sees application_name 'statesman'");
 is_deeply([ outbox_status($node, 'main', qw(state attempts deduplicated_total skipped_total)) ],
 	[ 'leading', 0, 0, 0 ], 'main: leading, no failures, nothing deduplicated or skipped');
+
+# ---------------------------------------------------------------------------
+# 1b. The envelope fallbacks and a root filter over pages of mixed roots: the messages the
+#     dispatcher builds from the rows of statesman._feed_page carry the record's envelope,
+#     else the outbox's, else the root's, as statesman._message builds them.
+# ---------------------------------------------------------------------------
+query(q{SELECT statesman.append_bytes('envx', 'early', '\x01', NULL);
+        SELECT statesman.append('othx', 'one', '{"o": 1}');
+        SELECT statesman.append_bytes('envx', 'typed', '\x02', 'ct/record');
+        SELECT statesman.declare_root('envx', fingerprint => 'fp-root', content_type => 'ct/root');
+        SELECT statesman.append_bytes('envx', 'late', '\x03', NULL);
+        SELECT statesman.append('othx', 'two', '{"o": 2}');
+        SELECT statesman.append('envx', 'json', '{"e": "x\ty"}');});
+my $env_options = sink_options(table => 'sink.envx', timeout_ms => 2000);
+query(
+	qq{SELECT statesman.create_outbox('envx', 'postgres', $env_options, root => 'envx', batch_size => 3,
+	       fingerprint => 'fp-outbox', poll_interval => '200 ms', lease_ttl => '6 s',
+	       lease_renew_interval => '1 s', min_retry_delay => '100 ms', max_retry_delay => '1 s')});
+wait_for($node,
+	q{SELECT cursor_position = head_position AND published_total = 4
+	   FROM statesman.outbox_status WHERE outbox_id = 'envx'},
+	'envx: the outbox published the 4 records of its root');
+is( remote_query(
+		q{SELECT string_agg(message->>'address' || ' ' || COALESCE(message->>'fingerprint', '-') || ' '
+		    || COALESCE(message->>'contentType', '-'), ', ' ORDER BY global_position) FROM sink.envx}),
+	'envx/early fp-outbox ct/root, envx/typed fp-outbox ct/record, envx/late fp-root ct/root, '
+	  . 'envx/json fp-root application/json',
+	'envx: the record\'s envelope, else the outbox\'s, else the root\'s; only the root\'s records');
+my %built = map { split /\|/, $_, 2 } split /\n/, query(
+	q{SELECT h.address, statesman._message(s.store, s.epoch, h.address, h.root, h.path, h.partition, h.revision,
+	         h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, h.source,
+	         COALESCE(h.fingerprint, o.fingerprint, r.fingerprint), COALESCE(h.content_type, o.payload_content_type, r.content_type),
+	         h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error)::text
+	  FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
+	  CROSS JOIN statesman.outboxes o
+	  CROSS JOIN (SELECT COALESCE(store_name, current_database()) AS store, epoch FROM statesman.store) s
+	  WHERE h.root = 'envx' AND o.outbox_id = 'envx'});
+my %sent = map { split /\|/, $_, 2 } split /\n/,
+  remote_query(q{SELECT message->>'address', message::text FROM sink.envx});
+is(scalar(grep { defined $sent{$_} && $sent{$_} eq $built{$_} } keys %built), 4,
+	'envx: each message is the one statesman._message builds with those fallbacks');
+query(q{SELECT statesman.drop_outbox('envx')});
 
 # ---------------------------------------------------------------------------
 # 2. A second outbox over the same remote table: everything is deduplicated.

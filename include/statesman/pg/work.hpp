@@ -26,6 +26,16 @@ void EndWork();
 // Runs one statement in the current SPI connection with text parameters ($1::bigint casts
 // in the SQL give them their types); returns the rows as text (NULL as nullopt).
 std::vector<Row> Query(const char *sql, const std::vector<Value> &params = {});
+// Marks the statements run in its lifetime outside Query (kept plans run through SPI directly,
+// src/feed/page.cpp) as running, as Query does for its own: a shutdown request then cancels
+// them (HandleShutdownSignal). Made outside pg::Call, so that its end always runs.
+class StatementScope {
+ public:
+  StatementScope() noexcept;
+  ~StatementScope();
+  StatementScope(const StatementScope &) = delete;
+  StatementScope &operator=(const StatementScope &) = delete;
+};
 // The first column of the first row, or nullopt when there is no row or it is NULL.
 Value QueryValue(const char *sql, const std::vector<Value> &params = {});
 // Runs query() in a subtransaction of the current transaction. A PostgreSQL ERROR inside it
