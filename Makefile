@@ -13,6 +13,7 @@ OBJS = \
 	src/store/append.o \
 	src/feed/message_format.o \
 	src/feed/message.o \
+	src/feed/ticks.o \
 	src/worker/worker_slots.o \
 	src/worker/backoff.o \
 	src/worker/launcher.o \

@@ -84,13 +84,9 @@ BEGIN
                    h.schema_version, h.source, COALESCE(h.fingerprint, r.fingerprint),
                    COALESCE(h.content_type, r.content_type), h.serializer_id, h.payload,
                    h.correlation_id, h.causation_id, h.metadata, h.error)
-        FROM statesman.history h
+        FROM statesman._feed_page(v_after, v_upto, v_left, v_root) h
         LEFT JOIN statesman.roots r ON r.root = h.root
-        WHERE h.global_position > v_after
-          AND (v_upto IS NULL OR h.global_position <= v_upto)
-          AND (v_root IS NULL OR h.root = v_root)
-        ORDER BY h.global_position
-        LIMIT v_left;
+        ORDER BY h.global_position;
         GET DIAGNOSTICS v_read = ROW_COUNT;
         v_left := v_left - v_read;
         EXIT WHEN v_upto IS NULL OR v_left = 0;

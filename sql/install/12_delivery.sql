@@ -72,8 +72,7 @@ BEGIN
 
     SELECT count(*), max(p.global_position), count(*) FILTER (WHERE o.root IS NULL OR p.root = o.root)
     INTO r.read, r.last_position, v_matching
-    FROM (SELECT h.global_position, h.root FROM statesman.history h
-          WHERE h.global_position > v_after ORDER BY h.global_position LIMIT o.batch_size) p;
+    FROM (SELECT h.global_position, h.root FROM statesman._feed_page(v_after, NULL, o.batch_size, NULL) h) p;
     IF r.read = 0 THEN
         r.status := 'empty'; r.last_position := NULLIF(v_after, 0); RETURN r;
     END IF;
@@ -91,9 +90,8 @@ BEGIN
                 '    h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, '
                 '    h.source, COALESCE(h.fingerprint, $6, r.fingerprint), COALESCE(h.content_type, $7, r.content_type), '
                 '    h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error) '
-                'FROM statesman.history h LEFT JOIN statesman.roots r ON r.root OPERATOR(pg_catalog.=) h.root '
-                'WHERE h.global_position OPERATOR(pg_catalog.>) $1 AND h.global_position OPERATOR(pg_catalog.<=) $2 '
-                '  AND ($3::text IS NULL OR h.root OPERATOR(pg_catalog.=) $3) '
+                'FROM statesman._feed_page($1, $2, 2147483647, $3) h '
+                'LEFT JOIN statesman.roots r ON r.root OPERATOR(pg_catalog.=) h.root '
                 'ORDER BY h.global_position', v_target);
             BEGIN
                 -- The common case: nothing of this page is in the table yet.
@@ -150,9 +148,8 @@ BEGIN
     v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
     -- Exactly the page that failed: records sequenced since then were never tried.
     SELECT max(p.global_position) INTO v_last
-    FROM (SELECT h.global_position FROM statesman.history h
-          WHERE h.global_position > v_after ORDER BY h.global_position
-          LIMIT LEAST(o.batch_size, _park_page.page_records)) p;
+    FROM (SELECT h.global_position FROM statesman._feed_page(v_after, NULL,
+                                                             LEAST(o.batch_size, _park_page.page_records)::integer, NULL) h) p;
     IF v_last IS NULL THEN
         RETURN 0;
     END IF;
@@ -166,9 +163,7 @@ BEGIN
                    COALESCE(h.content_type, o.payload_content_type, r.content_type),
                    h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error),
                left(_park_page.error, 2000), _park_page.attempts
-        FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
-        WHERE h.global_position > v_after AND h.global_position <= v_last
-          AND (o.root IS NULL OR h.root = o.root)
+        FROM statesman._feed_page(v_after, v_last, 2147483647, o.root) h LEFT JOIN statesman.roots r ON r.root = h.root
         ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
             SET last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
         GET DIAGNOSTICS parked = ROW_COUNT;
@@ -180,9 +175,7 @@ BEGIN
         parked := 0;
         FOR rec IN
             SELECT x.*, r.fingerprint AS root_fingerprint, r.content_type AS root_content_type
-            FROM statesman.history x LEFT JOIN statesman.roots r ON r.root = x.root
-            WHERE x.global_position > v_after AND x.global_position <= v_last
-              AND (o.root IS NULL OR x.root = o.root)
+            FROM statesman._feed_page(v_after, v_last, 2147483647, o.root) x LEFT JOIN statesman.roots r ON r.root = x.root
             ORDER BY x.global_position
         LOOP
             v_error := _park_page.error;
@@ -300,8 +293,7 @@ BEGIN
                         (SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
     SELECT count(*), max(x.global_position), count(*) FILTER (WHERE o.root IS NULL OR x.root = o.root)
     INTO p.read, p.last_position, p.matching
-    FROM (SELECT h.global_position, h.root FROM statesman.history h
-          WHERE h.global_position > p.after ORDER BY h.global_position LIMIT o.batch_size) x;
+    FROM (SELECT h.global_position, h.root FROM statesman._feed_page(p.after, NULL, o.batch_size, NULL) h) x;
     IF p.read = 0 THEN
         p.status := 'empty'; p.last_position := NULLIF(p.after, 0); RETURN p;
     END IF;
@@ -326,10 +318,9 @@ CREATE FUNCTION statesman._page_messages(outbox_id text, after bigint, last_posi
                h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error)
     FROM statesman.outboxes o
          CROSS JOIN (SELECT COALESCE(s.store_name, current_database()) AS store, s.epoch FROM statesman.store s) v
-         JOIN statesman.history h
-           ON h.global_position > _page_messages.after AND h.global_position <= _page_messages.last_position
+         CROSS JOIN LATERAL statesman._feed_page(_page_messages.after, _page_messages.last_position, 2147483647, o.root) h
          LEFT JOIN statesman.roots r ON r.root = h.root
-    WHERE o.outbox_id = _page_messages.outbox_id AND (o.root IS NULL OR h.root = o.root)
+    WHERE o.outbox_id = _page_messages.outbox_id
     ORDER BY h.global_position
 $$;
 COMMENT ON FUNCTION statesman._page_messages(text, bigint, bigint) IS

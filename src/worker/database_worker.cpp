@@ -1,4 +1,4 @@
-// The database worker: one per database that has the extension. It is the feed's sequencer
+// The database worker: one per database that has the extension. It is the feed's ticker
 // (woken by the commit hint of appending transactions, and at least once a second), it keeps
 // one dispatcher running per enabled outbox, and it runs the retention that waited for
 // delivery. It exits when the extension is dropped or statesman.enabled is turned off.
@@ -120,18 +120,16 @@ void ExpireForeignHolders(Supervision *sup) {
   sup->foreign_since = std::move(seen);
 }
 
-// Gives feed positions to committed records, a batch per transaction; wakes the dispatchers
-// when the head moved. Returns true when it sequenced anything.
+// One tick: positions for every record committed since the last tick, in one row of
+// statesman.ticks, committed asynchronously (readers flush before they act on a position);
+// wakes the dispatchers when the head moved. Returns true when it ticked.
 bool Sequence(int64 *head) {
-  for (;;) {
-    BeginWork("statesman: sequencing the feed");
-    int64 before = *head;
-    *head = ToInt(QueryValue("SELECT statesman.sequence_feed($1::integer)", {std::to_string(kSequenceBatch)}), 0);
-    EndWork();
-    if (*head > before && guc_hints) WakeWorkers(MyDatabaseId, true);
-    if (*head - before < kSequenceBatch) return *head > before;
-    if (!HandleInterrupts()) return true;
-  }
+  BeginWork("statesman: ticking the feed");
+  int64 before = *head;
+  *head = ToInt(QueryValue("SELECT statesman.sequence_feed($1::integer)", {std::to_string(kSequenceBatch)}), 0);
+  EndWork();
+  if (*head > before && guc_hints) WakeWorkers(MyDatabaseId, true);
+  return *head > before;
 }
 
 // Starts a dispatcher for each enabled outbox that has none; forgets the ones that exited.
@@ -159,6 +157,8 @@ bool Supervise(Supervision *sup) {
   Oid owner = static_cast<Oid>(ToInt(extension[0][1]));
   std::vector<Row> outboxes = Query("SELECT outbox_id FROM statesman.outboxes WHERE enabled ORDER BY outbox_id");
   int64 pruned = ToInt(QueryValue("SELECT statesman._prune_deferred(1000)"));
+  // Ticks whose records retention has pruned (bounded: the oldest 1,000 ticks a pass).
+  QueryValue("SELECT statesman._prune_ticks()");
   // The watchdog of stuck leaders (see statesman._expire_stuck_lease).
   Query(
       "SELECT statesman._expire_stuck_lease(o.outbox_id) FROM statesman.outboxes o "
@@ -217,10 +217,10 @@ void DatabaseLoop() {
   int64 last_supervised = 0;
   for (;;) {
     if (!HandleInterrupts()) break;
-    // Every run is a synchronous commit: under a stream of appends, let a few commits gather
-    // before the next run rather than running once per commit. The gathering wait consumes
-    // the hints that arrive meanwhile, so run again until a run finds nothing: the commit of
-    // anything that run did not see sets the latch again after it.
+    // Under a stream of appends, let a few commits gather before the next tick rather than
+    // ticking once per commit. The gathering wait consumes the hints that arrive meanwhile, so
+    // tick again until a tick finds nothing: the commit of anything that tick did not see sets
+    // the latch again after it.
     bool more = false;  // stopped sequencing only to supervise: sequence again right after
     while (Sequence(&head)) {
       WaitUntil(NowMillis() + kSequenceGatherMs);
