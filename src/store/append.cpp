@@ -80,8 +80,7 @@ enum Param {
 
 const Oid kParamTypes[kParamCount] = {TEXTOID, TEXTOID, TEXTOID,  TEXTOID,        TEXTOID,        TEXTOID, TEXTOID,
                                       INT4OID, TEXTOID, BYTEAOID, TEXTOID,        TEXTOID,        TEXTOID, TEXTOID,
-                                      TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID,
-                                      XID8OID};
+                                      TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, XID8OID};
 
 // The statements below run with the caller's search_path (the append functions are not
 // SECURITY DEFINER, see AppendRecord), so every relation, function and operator in them is
