@@ -13,6 +13,7 @@ extern "C" {
 #include "tcop/tcopprot.h"
 }
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -25,7 +26,17 @@ namespace {
 constexpr int64 kSuperviseEveryMs = 1000;
 constexpr int64 kRelaunchAfterMs = 1000;  // a dispatcher that exited is restarted after this
 constexpr int64 kSequenceBatch = 10000;
-constexpr int64 kSequenceGatherMs = 1;  // after a run that sequenced, before the next
+// After a tick, before the next: from 1 ms (a tick of a record or two: the feed is quiet, keep
+// the latency low) to 4 ms (a tick of 8 positions or more: a stream of appends, gather more of
+// it per tick). Each tick costs a row of statesman.ticks and its commit; under a stream of
+// appends ticking every millisecond spent more WAL and CPU on ticks than the records' index
+// entries cost (docs/feed.md "What the ticks cost").
+constexpr int64 kSequenceGatherMinMs = 1;
+constexpr int64 kSequenceGatherMaxMs = 4;
+
+int64 GatherMillis(int64 positions) {
+  return std::clamp<int64>(positions / 2, kSequenceGatherMinMs, kSequenceGatherMaxMs);
+}
 
 // What the database worker keeps from one supervision pass to the next.
 struct Supervision {
@@ -218,12 +229,12 @@ void DatabaseLoop() {
   for (;;) {
     if (!HandleInterrupts()) break;
     // Under a stream of appends, let a few commits gather before the next tick rather than
-    // ticking once per commit. The gathering wait consumes the hints that arrive meanwhile, so
-    // tick again until a tick finds nothing: the commit of anything that tick did not see sets
-    // the latch again after it.
+    // ticking once per commit (the more the last tick held, the longer, up to 4 ms). The
+    // gathering wait consumes the hints that arrive meanwhile, so tick again until a tick finds
+    // nothing: the commit of anything that tick did not see sets the latch again after it.
     bool more = false;  // stopped sequencing only to supervise: sequence again right after
-    while (Sequence(&head)) {
-      WaitUntil(NowMillis() + kSequenceGatherMs);
+    for (int64 before = head; Sequence(&head); before = head) {
+      WaitUntil(NowMillis() + GatherMillis(head - before));
       if (!HandleInterrupts()) break;
       // A steady stream of appends keeps every run busy: supervise on time all the same.
       if (NowMillis() - last_supervised >= kSuperviseEveryMs) {
