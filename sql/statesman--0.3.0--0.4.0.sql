@@ -1635,6 +1635,8 @@ CREATE FUNCTION statesman._prune_ticks() RETURNS bigint
                                      ORDER BY x.tick_id DESC LIMIT 1), -1)
           AND t.tick_id <> COALESCE((SELECT x.tick_id FROM statesman.ticks x WHERE x.hi < x.lo
                                      ORDER BY x.tick_id DESC LIMIT 1), -1)
+          AND t.tick_id <> COALESCE((SELECT x.tick_id FROM statesman.ticks x WHERE x.snap IS NOT NULL
+                                     ORDER BY x.tick_id DESC LIMIT 1), -1)
         RETURNING 1)
     SELECT count(*) FROM gone
 $$;

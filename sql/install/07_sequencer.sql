@@ -327,8 +327,8 @@ COMMENT ON FUNCTION statesman.sequence_feed(integer) IS
 -- Ticks whose records are all gone (every id of their range is below the ledger's smallest)
 -- are deleted: no readable position depends on them. Each call looks at the oldest 1,000 ticks
 -- only (the worker calls it every second). Kept: tick 0, the newest tick, the newest tick
--- with records and the newest anchor (the ticker's scans start from it). Returns how many
--- ticks went.
+-- with records, the newest anchor (the ticker's scans start from it) and the newest tick with
+-- a snapshot (the next tick's previous snapshot). Returns how many ticks went.
 CREATE FUNCTION statesman._prune_ticks() RETURNS bigint
     LANGUAGE sql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -348,6 +348,8 @@ CREATE FUNCTION statesman._prune_ticks() RETURNS bigint
           AND t.tick_id <> COALESCE((SELECT x.tick_id FROM statesman.ticks x WHERE x.hi >= x.lo
                                      ORDER BY x.tick_id DESC LIMIT 1), -1)
           AND t.tick_id <> COALESCE((SELECT x.tick_id FROM statesman.ticks x WHERE x.hi < x.lo
+                                     ORDER BY x.tick_id DESC LIMIT 1), -1)
+          AND t.tick_id <> COALESCE((SELECT x.tick_id FROM statesman.ticks x WHERE x.snap IS NOT NULL
                                      ORDER BY x.tick_id DESC LIMIT 1), -1)
         RETURNING 1)
     SELECT count(*) FROM gone
