@@ -1535,8 +1535,8 @@ $$;
 COMMENT ON FUNCTION statesman._tick_own_record() IS
     'a tick holding the record this session appended last (after a tick of its own transaction)';
 
-CREATE OR REPLACE FUNCTION statesman.sequence_feed(max_records integer DEFAULT 10000) RETURNS bigint
-    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+CREATE FUNCTION statesman._tick(max_records integer, durable boolean) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     SET enable_hashjoin = off
     SET enable_mergejoin = off
@@ -1578,7 +1578,7 @@ BEGIN
     IF last.system_id <> statesman._system_id() THEN
         -- restored into another cluster
         PERFORM statesman._restart_ticks();
-        PERFORM set_config('synchronous_commit', 'off', true);
+        PERFORM set_config('synchronous_commit', CASE WHEN durable THEN 'on' ELSE 'off' END, true);
         RETURN statesman._head();
     END IF;
     v_own := pg_current_xact_id_if_assigned();
@@ -1605,12 +1605,24 @@ BEGIN
         -- This tick counts this transaction as ended: its later appends get ticks of their own.
         PERFORM statesman._note_own_tick();
     END IF;
-    -- Readers flush before they act on a position (_feed_page): no flush per tick here.
-    PERFORM set_config('synchronous_commit', 'off', true);
+    -- Readers flush before they act on a position (_feed_page): no flush per tick here, for the
+    -- database worker. Other callers (sequence_feed: read_feed, dispatch_once, a dispatcher's
+    -- poll, a session) may hand on positions of this tick before their transaction's commit is
+    -- on disk, so for them it is synchronous.
+    PERFORM set_config('synchronous_commit', CASE WHEN durable THEN 'on' ELSE 'off' END, true);
     -- A wake-up hint for whoever listens; sent by the ticker, never by appends.
     PERFORM pg_notify('statesman', (v_base + (v_hi - v_lo))::text);
     RETURN v_base + (v_hi - v_lo);
 END
+$$;
+COMMENT ON FUNCTION statesman._tick(integer, boolean) IS
+    'the ticker (sequence_feed; the database worker with durable false); returns the head position';
+
+CREATE OR REPLACE FUNCTION statesman.sequence_feed(max_records integer DEFAULT 10000) RETURNS bigint
+    LANGUAGE sql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT statesman._tick(sequence_feed.max_records, true)
 $$;
 COMMENT ON FUNCTION statesman.sequence_feed(integer) IS
     'stores a tick for the records committed since the last one (positions for them); returns the head position';
@@ -2060,5 +2072,6 @@ REVOKE ALL ON FUNCTION statesman._ticks_restore() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._note_own_tick() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._tick_snapshot() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._tick_own_record() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._tick(integer, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._next_occurred_at(bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION statesman._next_occurred_at(bigint) TO pg_monitor;

@@ -87,6 +87,7 @@ REVOKE ALL ON FUNCTION statesman._ticks_restore() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._note_own_tick() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._tick_snapshot() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._tick_own_record() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._tick(integer, boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._next_occurred_at(bigint) FROM PUBLIC;
 
 -- Monitoring: the outbox view shows no secrets, but its errors may quote sink data.

@@ -134,10 +134,18 @@ void ExpireForeignHolders(Supervision *sup) {
 // One tick: positions for every record committed since the last tick, in one row of
 // statesman.ticks, committed asynchronously (readers flush before they act on a position);
 // wakes the dispatchers when the head moved. Returns true when it ticked.
+// Whether the installed SQL objects are this library's version (as the last supervision pass
+// found): only then does the worker tick with statesman._tick(…, false), committing
+// asynchronously; before ALTER EXTENSION statesman UPDATE it calls the old sequence_feed().
+bool own_version = false;
+
 bool Sequence(int64 *head) {
   BeginWork("statesman: ticking the feed");
   int64 before = *head;
-  *head = ToInt(QueryValue("SELECT statesman.sequence_feed($1::integer)", {std::to_string(kSequenceBatch)}), 0);
+  *head = ToInt(QueryValue(own_version ? "SELECT statesman._tick($1::integer, false)"
+                                       : "SELECT statesman.sequence_feed($1::integer)",
+                           {std::to_string(kSequenceBatch)}),
+                0);
   EndWork();
   if (*head > before && guc_hints) WakeWorkers(MyDatabaseId, true);
   return *head > before;
@@ -156,7 +164,8 @@ bool Supervise(Supervision *sup) {
   }
   // After a new build is installed, delivery waits for ALTER EXTENSION statesman UPDATE: the
   // SQL objects must be the version this library was built for.
-  if (!IsLibraryVersion(extension[0][0].value_or(""))) {
+  own_version = IsLibraryVersion(extension[0][0].value_or(""));
+  if (!own_version) {
     EndWork();
     if (!sup->warned_version)
       Log(LogLevel::kWarning, VersionMismatch(extension[0][0].value_or("?")) + "; delivery waits",
