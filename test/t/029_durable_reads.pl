@@ -29,6 +29,11 @@ query('CREATE EXTENSION statesman');
 
 for my $round (1 .. 3)
 {
+	# The reader reads only the database worker's ticks: wait for the worker (after a crash the
+	# launcher starts it again within its naptime).
+	ok($node->poll_query_until('postgres',
+			q{SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'statesman database worker'}),
+		"round $round: the database worker runs");
 	my $walwriter = query(q{SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'});
 	kill 'STOP', $walwriter or die "cannot stop the WAL writer $walwriter: $!";
 	my @writers = map { start_writer($node, 'dur', "r$round-w$_", 20_000, 50) } 1 .. 3;
@@ -36,7 +41,7 @@ for my $round (1 .. 3)
 	my $after = query('SELECT COALESCE(statesman.head_position(), 0)');
 	my $t0 = time;
 	my $reads = 0;
-	while (time - $t0 < 1.5)
+	while (time - $t0 < 1.5 || (!%seen && time - $t0 < 15))
 	{
 		for my $row (split /\n/,
 			query("BEGIN; SELECT global_position, message_id FROM statesman.read_feed($after, 500, 'dur'); COMMIT;"))
