@@ -14,6 +14,7 @@ OBJS = \
 	src/feed/message_format.o \
 	src/feed/message.o \
 	src/feed/page.o \
+	src/feed/ticks.o \
 	src/worker/worker_slots.o \
 	src/worker/backoff.o \
 	src/worker/launcher.o \

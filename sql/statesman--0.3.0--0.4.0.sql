@@ -1193,34 +1193,895 @@ BEGIN
 END
 $$;
 
--- ============================================================================
--- readpath: the read path in C++. Every reader of the feed gets its records from
--- statesman._feed_page; read_feed and the `table` sink's page are C functions that build each
--- message from the row; the dispatcher reads a page in one step, so _open_page and
--- _page_messages (and their type) go.
--- ============================================================================
+-- The feed written once (ticks)
+-- A record is written once: its position is derived from a tick (statesman.ticks), never
+-- stored in its row. Every record of 0.3.0 keeps the position stored in its row (the column
+-- is renamed legacy_position; statesman._feed_page reads those first, all below the ticks'),
+-- the records still without one get it here the 0.3.0 way, and the chain of ticks starts above
+-- the old head and above every position 0.3.0 handed out (feed_position_seq).
+-- No 0.3.0 append is in flight from here on: the lock waits for every transaction that wrote
+-- the ledger and holds off new ones until the update commits.
+LOCK TABLE statesman.history IN ACCESS EXCLUSIVE MODE;
+WITH todo AS MATERIALIZED (
+    SELECT h.ctid AS tid FROM statesman.history h WHERE h.global_position IS NULL ORDER BY h.id
+), numbered AS MATERIALIZED (
+    SELECT t.tid, pg_catalog.nextval('statesman.feed_position_seq'::regclass) AS pos FROM todo t
+)
+UPDATE statesman.history h SET global_position = n.pos FROM numbered n WHERE h.ctid = n.tid;
+CREATE TEMP TABLE statesman_feed_upgrade ON COMMIT DROP AS
+    SELECT GREATEST((SELECT max(h.global_position) FROM statesman.history h),
+                    (SELECT CASE WHEN s.is_called THEN s.last_value ELSE 0 END FROM statesman.feed_position_seq s),
+                    0) + 1 AS base,
+           COALESCE(pg_catalog.pg_sequence_last_value('statesman.history_id_seq'::regclass), 0) AS last_id;
+DROP INDEX statesman.history_unsequenced;
+ALTER TABLE statesman.history RENAME COLUMN global_position TO legacy_position;
+ALTER INDEX statesman.history_global_position RENAME TO history_legacy_position;
+ALTER TABLE statesman.history ADD COLUMN txid xid8;
+CREATE INDEX history_id ON statesman.history (id);
+ALTER EXTENSION statesman DROP SEQUENCE statesman.feed_position_seq;
+DROP SEQUENCE statesman.feed_position_seq;
+
+CREATE FUNCTION statesman._system_id() RETURNS bigint
+    LANGUAGE c STABLE PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'statesman_system_id';
+COMMENT ON FUNCTION statesman._system_id() IS 'the cluster''s system identifier (each tick stores it)';
+CREATE FUNCTION statesman._durable(value bigint) RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_durable';
+COMMENT ON FUNCTION statesman._durable(bigint) IS
+    'flushes the WAL written so far (not when value is NULL) and returns value';
+CREATE FUNCTION statesman._note_own_tick() RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_note_own_tick';
+COMMENT ON FUNCTION statesman._note_own_tick() IS
+    'notes that this transaction stored a tick counting its own records (see src/feed/ticks.cpp)';
+CREATE FUNCTION statesman._tick_snapshot() RETURNS pg_snapshot
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT CASE WHEN v.own IS NULL OR pg_visible_in_snapshot(v.own, v.snap) THEN v.snap
+                ELSE (pg_snapshot_xmin(v.snap)::text || ':' || (v.own::text::bigint + 1)::text || ':' ||
+                      array_to_string(ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(v.snap) x
+                                            UNION
+                                            SELECT g FROM generate_series(pg_snapshot_xmax(v.snap)::text::bigint,
+                                                                          v.own::text::bigint - 1) g
+                                            ORDER BY 1), ','))::pg_snapshot END
+    FROM (SELECT pg_current_xact_id_if_assigned() AS own, pg_current_snapshot() AS snap) v
+$$;
+COMMENT ON FUNCTION statesman._tick_snapshot() IS
+    'the current snapshot with the current transaction (when it has an xid) counted as ended';
+
+CREATE TABLE statesman.ticks (
+    tick_id    bigint PRIMARY KEY,
+    base       bigint NOT NULL,
+    lo         bigint NOT NULL,
+    hi         bigint NOT NULL CHECK (hi >= lo - 1),
+    last_id    bigint NOT NULL,
+    xid        xid8 NOT NULL,
+    snap       pg_snapshot,
+    prev_snap  pg_snapshot,
+    system_id  bigint NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+CREATE INDEX ticks_base ON statesman.ticks (base);
+CREATE INDEX ticks_range ON statesman.ticks USING gist (pg_catalog.int8range(lo, hi + 1));
+CREATE INDEX ticks_anchors ON statesman.ticks (tick_id) WHERE hi < lo;
+-- The chain's start: the next position is above every one 0.3.0 gave.
+INSERT INTO statesman.ticks (tick_id, base, lo, hi, last_id, xid, snap, prev_snap, system_id)
+SELECT 0, u.base, 1, 0, u.last_id, '0', statesman._tick_snapshot(), statesman._tick_snapshot(),
+       statesman._system_id()
+FROM statesman_feed_upgrade u;
+-- (This transaction counts as ended in tick 0: its appends, if it makes any, get ticks of their own.)
+SELECT statesman._note_own_tick();
+DROP TABLE statesman_feed_upgrade;
+
+CREATE FUNCTION statesman._ticks_restore() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    UPDATE statesman.ticks t
+    SET base = NEW.base, lo = NEW.lo, hi = NEW.hi, last_id = NEW.last_id, xid = NEW.xid, snap = NEW.snap,
+        prev_snap = NEW.prev_snap, system_id = NEW.system_id, created_at = NEW.created_at
+    WHERE t.tick_id = NEW.tick_id;
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION statesman._ticks_restore() IS
+    'a restored tick 0 replaces the one CREATE EXTENSION made';
+
+CREATE TRIGGER ticks_restore BEFORE INSERT ON statesman.ticks
+    FOR EACH ROW WHEN (NEW.tick_id = 0) EXECUTE FUNCTION statesman._ticks_restore();
+SELECT pg_catalog.pg_extension_config_dump('statesman.ticks', '');
+
+CREATE FUNCTION statesman._position_of(id bigint, txid xid8, legacy_position bigint) RETURNS bigint
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET jit = off
+    AS $$
+    SELECT COALESCE($3,
+        (SELECT t.base + ($1 - t.lo) FROM statesman.ticks t
+         WHERE pg_catalog.int8range(t.lo, t.hi + 1) @> $1
+           AND (t.snap IS NULL
+                OR (pg_visible_in_snapshot($2, t.snap) AND NOT pg_visible_in_snapshot($2, t.prev_snap)))
+         LIMIT 1))
+$$;
+COMMENT ON FUNCTION statesman._position_of(bigint, xid8, bigint) IS
+    'a record''s feed position (from its tick), NULL while it has none';
+
+CREATE FUNCTION statesman._position_of(h statesman.history) RETURNS bigint
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT statesman._position_of($1.id, $1.txid, $1.legacy_position)
+$$;
+COMMENT ON FUNCTION statesman._position_of(statesman.history) IS 'a ledger row''s feed position, NULL while it has none';
+
+CREATE OR REPLACE VIEW statesman._records AS
+    SELECT h.root, h.path, h.partition, h.address, h.revision,
+           statesman._position_of(h.id, h.txid, h.legacy_position) AS global_position, h.occurred_at,
+           h.operation, h.status, h.value_type, h.schema_version, h.source, h.payload,
+           h.fingerprint, h.content_type, h.serializer_id, h.correlation_id, h.causation_id,
+           h.error, h.metadata, h.fresh_until, h.serve_until
+    FROM statesman.history h;
+
+CREATE FUNCTION statesman._head() RETURNS bigint
+    LANGUAGE sql STABLE
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET jit = off
+    AS $$
+    SELECT COALESCE((SELECT t.base + (t.hi - t.lo) FROM statesman.ticks t WHERE t.hi >= t.lo
+                     ORDER BY t.tick_id DESC LIMIT 1),
+                    (SELECT max(h.legacy_position) FROM statesman.history h))
+$$;
+COMMENT ON FUNCTION statesman._head() IS 'the last position of the last tick (or of the records from before 0.4.0)';
+
+CREATE OR REPLACE FUNCTION statesman.head_position() RETURNS bigint
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT statesman._durable(statesman._head())
+$$;
+COMMENT ON FUNCTION statesman.head_position() IS
+    'the highest readable feed position, NULL while the feed is empty';
+
 CREATE FUNCTION statesman._feed_page(after bigint, upto bigint, max_records integer, root text)
     RETURNS TABLE (global_position bigint, id bigint, address text, root text, path text,
                    partition text, revision bigint, occurred_at timestamptz, operation text,
                    status text, value_type text, schema_version integer, source text,
                    payload bytea, fingerprint text, content_type text, serializer_id text,
                    correlation_id text, causation_id text, error text, metadata jsonb)
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
+    SET jit = off
+    AS $$
+    WITH page AS MATERIALIZED (
+        SELECT x.* FROM (
+            (SELECT h.legacy_position AS pos, h.id, h.address, h.root, h.path, h.partition, h.revision,
+                    h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, h.source,
+                    h.payload, h.fingerprint, h.content_type, h.serializer_id, h.correlation_id,
+                    h.causation_id, h.error, h.metadata
+             FROM statesman.history h
+             WHERE h.legacy_position > LEAST(COALESCE($1, 0), 9223372036854775806) AND ($2 IS NULL OR h.legacy_position <= $2)
+               AND ($4 IS NULL OR h.root = $4)
+             ORDER BY h.legacy_position
+             LIMIT $3)
+            UNION ALL
+            (SELECT t.base + (h.id - t.lo), h.id, h.address, h.root, h.path, h.partition, h.revision,
+                    h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, h.source,
+                    h.payload, h.fingerprint, h.content_type, h.serializer_id, h.correlation_id,
+                    h.causation_id, h.error, h.metadata
+             FROM statesman.ticks t
+             CROSS JOIN LATERAL (
+                 SELECT h.* FROM statesman.history h
+                 WHERE h.id >= t.lo + LEAST(GREATEST(LEAST(COALESCE($1, 0), 9223372036854775806) + 1 - t.base, 0), t.hi - t.lo + 1)
+                   AND h.id <= CASE WHEN $2 IS NULL THEN t.hi ELSE t.lo + LEAST($2 - t.base, t.hi - t.lo) END
+                   AND (t.snap IS NULL
+                        OR (pg_visible_in_snapshot(h.txid, t.snap) AND NOT pg_visible_in_snapshot(h.txid, t.prev_snap)))
+                   AND ($4 IS NULL OR h.root = $4)
+                 ORDER BY h.id
+                 LIMIT $3) h
+             WHERE t.tick_id >= COALESCE((SELECT s.tick_id FROM statesman.ticks s WHERE s.base <= LEAST(COALESCE($1, 0), 9223372036854775806) + 1
+                                          ORDER BY s.base DESC LIMIT 1), 0)
+               AND t.hi >= t.lo
+               AND ($2 IS NULL OR t.base <= $2)
+             ORDER BY t.tick_id, h.id
+             LIMIT $3)) x
+        ORDER BY x.pos
+        LIMIT $3
+    )
+    -- d reads the whole page and flushes before any row of it is returned.
+    SELECT p.pos, p.id, p.address, p.root, p.path, p.partition, p.revision, p.occurred_at, p.operation,
+           p.status, p.value_type, p.schema_version, p.source, p.payload, p.fingerprint, p.content_type,
+           p.serializer_id, p.correlation_id, p.causation_id, p.error, p.metadata
+    FROM (SELECT statesman._durable(max(page.pos)) AS flushed FROM page) d
+    CROSS JOIN LATERAL (SELECT page.* FROM page WHERE d.flushed IS NOT NULL) p
+    ORDER BY p.pos
+$$;
+COMMENT ON FUNCTION statesman._feed_page(bigint, bigint, integer, text) IS
+    'the feed''s readable records after a position (up to another), in position order: every reader''s row source';
+
+CREATE OR REPLACE FUNCTION statesman.store_info(
+    OUT store text, OUT epoch uuid, OUT head_position bigint, OUT oldest_position bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    -- (plpgsql: the feed's functions are defined further on, in 07_sequencer.sql)
+    SELECT COALESCE(s.store_name, pg_catalog.current_database()), s.epoch INTO store, epoch
+    FROM statesman.store s;
+    head_position := statesman.head_position();
+    oldest_position := (SELECT p.global_position FROM statesman._feed_page(NULL, NULL, 1, NULL) p);
+END
+$$;
+COMMENT ON FUNCTION statesman.store_info() IS
+    'the store''s name, its position lineage (epoch) and the feed''s head and oldest positions';
+
+CREATE FUNCTION statesman._unsequenced() RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
+    SET jit = off
+    AS $$
+DECLARE
+    last statesman.ticks;
+    cur pg_snapshot := pg_current_snapshot();
+    m xid8;
+    bound bigint;
+BEGIN
+    SELECT * INTO last FROM statesman.ticks t WHERE t.snap IS NOT NULL ORDER BY t.tick_id DESC LIMIT 1;
+    m := least(pg_snapshot_xmax(last.snap),
+               (SELECT min(x) FROM pg_snapshot_xip(last.snap) x WHERE pg_visible_in_snapshot(x, cur)));
+    bound := COALESCE((SELECT t.last_id FROM statesman.ticks t WHERE t.xid < m ORDER BY t.tick_id DESC LIMIT 1), 0);
+    RETURN (SELECT count(*) FROM statesman.history h
+            WHERE h.id > bound AND NOT pg_visible_in_snapshot(h.txid, last.snap)
+              AND statesman._position_of(h.id, h.txid, h.legacy_position) IS NULL);
+END
+$$;
+COMMENT ON FUNCTION statesman._unsequenced() IS 'committed records that no tick holds yet';
+
+CREATE FUNCTION statesman._restart_ticks() RETURNS boolean
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
+    SET jit = off
+    AS $$
+DECLARE
+    last statesman.ticks;
+    anchor statesman.ticks;
+    v_last_id bigint;
+    v_maxhi bigint;
+    v_next bigint;
+    v_tick bigint;
+    v_lo bigint;
+    v_hi bigint;
+    v_system bigint := statesman._system_id();
+    r record;
+BEGIN
+    PERFORM set_config('lock_timeout', '1s', true);
+    BEGIN
+        LOCK TABLE statesman.history IN SHARE MODE;
+    EXCEPTION WHEN lock_not_available THEN
+        RETURN false;
+    END;
+    SELECT * INTO last FROM statesman.ticks t ORDER BY t.tick_id DESC LIMIT 1;
+    SELECT * INTO anchor FROM statesman.ticks t WHERE t.hi < t.lo ORDER BY t.tick_id DESC LIMIT 1;
+    v_last_id := GREATEST(COALESCE(pg_sequence_last_value('statesman.history_id_seq'::regclass), 0),
+                          (SELECT max(h.id) FROM statesman.history h), 0);
+    v_maxhi := GREATEST(anchor.last_id, (SELECT max(t.hi) FROM statesman.ticks t WHERE t.tick_id > anchor.tick_id));
+    v_next := last.base + (last.hi - last.lo + 1);
+    v_tick := last.tick_id;
+    FOR r IN SELECT h.id FROM statesman.history h
+             WHERE h.id > anchor.last_id AND h.id <= v_maxhi AND h.txid IS NOT NULL
+               AND NOT pg_visible_in_snapshot(h.txid, (SELECT t.snap FROM statesman.ticks t WHERE t.snap IS NOT NULL
+                                                       ORDER BY t.tick_id DESC LIMIT 1))
+               AND statesman._position_of(h.id, h.txid, NULL) IS NULL
+             ORDER BY h.id LOOP
+        v_tick := v_tick + 1;
+        INSERT INTO statesman.ticks (tick_id, base, lo, hi, last_id, xid, snap, prev_snap, system_id)
+        VALUES (v_tick, v_next, r.id, r.id, v_last_id, '0', NULL, NULL, v_system);
+        v_next := v_next + 1;
+    END LOOP;
+    SELECT min(h.id), max(h.id) INTO v_lo, v_hi FROM statesman.history h WHERE h.id > v_maxhi;
+    IF v_lo IS NOT NULL THEN
+        v_tick := v_tick + 1;
+        INSERT INTO statesman.ticks (tick_id, base, lo, hi, last_id, xid, snap, prev_snap, system_id)
+        VALUES (v_tick, v_next, v_lo, v_hi, v_last_id, '0', NULL, NULL, v_system);
+        v_next := v_next + (v_hi - v_lo + 1);
+    END IF;
+    INSERT INTO statesman.ticks (tick_id, base, lo, hi, last_id, xid, snap, prev_snap, system_id)
+    VALUES (v_tick + 1, v_next, v_last_id + 1, v_last_id, v_last_id, '0', statesman._tick_snapshot(),
+            statesman._tick_snapshot(), v_system);
+    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        PERFORM statesman._note_own_tick();   -- see statesman._tick_snapshot
+    END IF;
+    RETURN true;
+END
+$$;
+COMMENT ON FUNCTION statesman._restart_ticks() IS
+    'starts a new chain of ticks after a restore into another cluster, keeping every position';
+
+CREATE FUNCTION statesman._tick_own_record() RETURNS bigint
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET jit = off
+    AS $$
+    INSERT INTO statesman.ticks (tick_id, base, lo, hi, last_id, xid, snap, prev_snap, system_id)
+    SELECT t.tick_id + 1, t.base + (t.hi - t.lo + 1), currval('statesman.history_id_seq'::regclass),
+           currval('statesman.history_id_seq'::regclass), currval('statesman.history_id_seq'::regclass),
+           '9223372036854775807', NULL, NULL, t.system_id
+    FROM statesman.ticks t ORDER BY t.tick_id DESC LIMIT 1
+    RETURNING base
+$$;
+COMMENT ON FUNCTION statesman._tick_own_record() IS
+    'a tick holding the record this session appended last (after a tick of its own transaction)';
+
+CREATE FUNCTION statesman._tick(max_records integer, durable boolean) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET plan_cache_mode = force_generic_plan
+    SET jit = off
+    AS $$
+DECLARE
+    last statesman.ticks;
+    v_last_id bigint;
+    v_xid xid8;
+    cur pg_snapshot;
+    m xid8;
+    bound bigint;
+    v_lo bigint;
+    v_hi bigint;
+    v_base bigint;
+    v_own xid8;
+    last_snap pg_snapshot;
+BEGIN
+    PERFORM statesman._require(max_records, 'max_records');
+    IF max_records < 1 THEN
+        RAISE EXCEPTION 'max_records must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Under REPEATABLE READ or SERIALIZABLE the snapshot predates the lock: the scan would
+    -- miss records of transactions that the tick's snapshot sees as committed.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'statesman.sequence_feed() must run at READ COMMITTED isolation'
+            USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF NOT pg_try_advisory_xact_lock(statesman._lock_space('sequencer'), 0) THEN
+        RETURN statesman._head();   -- another session is ticking right now
+    END IF;
+
+    SELECT * INTO last FROM statesman.ticks t ORDER BY t.tick_id DESC LIMIT 1;
+    -- The snapshot of the newest tick that has one (range ticks have none).
+    last_snap := (SELECT t.snap FROM statesman.ticks t WHERE t.snap IS NOT NULL ORDER BY t.tick_id DESC LIMIT 1);
+    IF last.system_id <> statesman._system_id() THEN
+        -- restored into another cluster
+        PERFORM statesman._restart_ticks();
+        PERFORM set_config('synchronous_commit', CASE WHEN durable THEN 'on' ELSE 'off' END, true);
+        RETURN statesman._head();
+    END IF;
+    v_own := pg_current_xact_id_if_assigned();
+    -- First L, then the snapshot (each statement below sees at least what it saw), then X.
+    v_last_id := COALESCE(pg_sequence_last_value('statesman.history_id_seq'::regclass), 0);
+    cur := statesman._tick_snapshot();
+    m := least(pg_snapshot_xmax(last_snap),
+               (SELECT min(x) FROM pg_snapshot_xip(last_snap) x WHERE pg_visible_in_snapshot(x, cur)));
+    bound := COALESCE((SELECT t.last_id FROM statesman.ticks t WHERE t.xid < m ORDER BY t.tick_id DESC LIMIT 1), 0);
+    SELECT min(h.id), max(h.id) INTO v_lo, v_hi FROM statesman.history h
+    WHERE h.id > bound
+      AND pg_visible_in_snapshot(h.txid, cur) AND NOT pg_visible_in_snapshot(h.txid, last_snap);
+    IF v_lo IS NULL THEN
+        RETURN statesman._head();   -- nothing new: no tick, the last one stays the reference
+    END IF;
+    -- X must be an xid assigned after L was read. A transaction that had one before cannot
+    -- say so: its tick never serves as a scan bound (X = the largest xid8), which only makes
+    -- the next scans start lower.
+    v_xid := CASE WHEN v_own IS NULL THEN pg_current_xact_id() ELSE '9223372036854775807'::xid8 END;
+    v_base := last.base + (last.hi - last.lo + 1);
+    INSERT INTO statesman.ticks (tick_id, base, lo, hi, last_id, xid, snap, prev_snap, system_id)
+    VALUES (last.tick_id + 1, v_base, v_lo, v_hi, v_last_id, v_xid, cur, last_snap, last.system_id);
+    IF v_own IS NOT NULL THEN
+        -- This tick counts this transaction as ended: its later appends get ticks of their own.
+        PERFORM statesman._note_own_tick();
+    END IF;
+    -- Readers flush before they act on a position (_feed_page): no flush per tick here, for the
+    -- database worker. Other callers (sequence_feed: read_feed, dispatch_once, a dispatcher's
+    -- poll, a session) may hand on positions of this tick before their transaction's commit is
+    -- on disk, so for them it is synchronous.
+    PERFORM set_config('synchronous_commit', CASE WHEN durable THEN 'on' ELSE 'off' END, true);
+    -- A wake-up hint for whoever listens; sent by the ticker, never by appends.
+    PERFORM pg_notify('statesman', (v_base + (v_hi - v_lo))::text);
+    RETURN v_base + (v_hi - v_lo);
+END
+$$;
+COMMENT ON FUNCTION statesman._tick(integer, boolean) IS
+    'the ticker (sequence_feed; the database worker with durable false); returns the head position';
+
+CREATE OR REPLACE FUNCTION statesman.sequence_feed(max_records integer DEFAULT 10000) RETURNS bigint
+    LANGUAGE sql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT statesman._tick(sequence_feed.max_records, true)
+$$;
+COMMENT ON FUNCTION statesman.sequence_feed(integer) IS
+    'stores a tick for the records committed since the last one (positions for them); returns the head position';
+
+CREATE FUNCTION statesman._prune_ticks() RETURNS bigint
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    SET enable_seqscan = off
+    SET enable_bitmapscan = off
+    SET enable_hashjoin = off
+    SET enable_mergejoin = off
+    SET jit = off
+    AS $$
+    WITH oldest AS MATERIALIZED (
+        SELECT t.tick_id FROM statesman.ticks t WHERE t.tick_id > 0 ORDER BY t.tick_id LIMIT 1000
+    ), gone AS (
+        DELETE FROM statesman.ticks t USING oldest o
+        WHERE t.tick_id = o.tick_id
+          AND t.hi < (SELECT h.id FROM statesman.history h ORDER BY h.id LIMIT 1)
+          AND t.tick_id < (SELECT x.tick_id FROM statesman.ticks x ORDER BY x.tick_id DESC LIMIT 1)
+          AND t.tick_id <> COALESCE((SELECT x.tick_id FROM statesman.ticks x WHERE x.hi >= x.lo
+                                     ORDER BY x.tick_id DESC LIMIT 1), -1)
+          AND t.tick_id <> COALESCE((SELECT x.tick_id FROM statesman.ticks x WHERE x.hi < x.lo
+                                     ORDER BY x.tick_id DESC LIMIT 1), -1)
+          AND t.tick_id <> COALESCE((SELECT x.tick_id FROM statesman.ticks x WHERE x.snap IS NOT NULL
+                                     ORDER BY x.tick_id DESC LIMIT 1), -1)
+        RETURNING 1)
+    SELECT count(*) FROM gone
+$$;
+COMMENT ON FUNCTION statesman._prune_ticks() IS 'deletes the oldest ticks whose records are all gone';
+
+CREATE OR REPLACE FUNCTION statesman.read_feed(
+    after bigint DEFAULT NULL, max_records integer DEFAULT 1000, root text DEFAULT NULL)
+    RETURNS TABLE (global_position bigint, message_id text, address text, revision bigint,
+                   message jsonb)
+    LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    v_store text;
+    v_epoch uuid;
+    v_root  text := lower(read_feed.root);
+    v_after bigint := COALESCE(read_feed.after, 0);
+    v_upto  bigint;                      -- read up to this position; NULL: to the head
+    v_left  integer := read_feed.max_records;
+    v_read  bigint;
+BEGIN
+    PERFORM statesman._require(read_feed.max_records, 'max_records');
+    IF read_feed.max_records < 1 THEN
+        RAISE EXCEPTION 'max_records must be at least 1' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF read_feed.after < 0 THEN
+        RAISE EXCEPTION 'after must not be negative' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF read_feed.root IS NOT NULL THEN
+        PERFORM statesman._check_name(read_feed.root, 'root');
+    END IF;
+
+    -- Sequence on demand, but only in a READ COMMITTED transaction of its own: inside
+    -- BEGIN … COMMIT the sequencer lock would be held until the caller commits and stall every
+    -- other reader. Not in a read-only transaction (a hot standby's, for one): it serves what
+    -- is sequenced. And only when the page is not full without it: the records sequenced now
+    -- get positions above every readable one, so they could only extend a short page. The
+    -- first pass reads up to the head as it is now; if that is short of a page, every readable
+    -- record up to that head has been returned, and the second pass continues after it.
+    IF NOT statesman._in_transaction_block()
+       AND current_setting('transaction_isolation') = 'read committed'
+       AND current_setting('transaction_read_only') = 'off' THEN
+        v_upto := COALESCE(statesman.head_position(), 0);
+    END IF;
+
+    SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch
+    FROM statesman.store s;
+
+    LOOP
+        RETURN QUERY
+        SELECT h.global_position,
+               v_store || '/' || h.address || '#' || h.revision,
+               h.address,
+               h.revision,
+               statesman._message(
+                   v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
+                   h.global_position, h.occurred_at, h.operation, h.status, h.value_type,
+                   h.schema_version, h.source, COALESCE(h.fingerprint, r.fingerprint),
+                   COALESCE(h.content_type, r.content_type), h.serializer_id, h.payload,
+                   h.correlation_id, h.causation_id, h.metadata, h.error)
+        FROM statesman._feed_page(v_after, v_upto, v_left, v_root) h
+        LEFT JOIN statesman.roots r ON r.root = h.root
+        ORDER BY h.global_position;
+        GET DIAGNOSTICS v_read = ROW_COUNT;
+        v_left := v_left - v_read;
+        EXIT WHEN v_upto IS NULL OR v_left = 0;
+        PERFORM statesman.sequence_feed(GREATEST(read_feed.max_records, 10000));
+        v_after := GREATEST(v_after, v_upto);
+        v_upto := NULL;
+    END LOOP;
+END
+$$;
+COMMENT ON FUNCTION statesman.read_feed(bigint, integer, text) IS
+    'feed records after a position, in position order, as statesman.state-change/v1 messages';
+
+CREATE OR REPLACE FUNCTION statesman._deliver_table_page(outbox_id text) RETURNS statesman._page_result
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    r statesman._page_result;
+    v_after bigint;
+    v_matching bigint;
+    v_target text;
+    v_store text;
+    v_epoch uuid;
+    v_insert text;
+BEGIN
+    o := statesman._page_outbox(_deliver_table_page.outbox_id);
+    IF o.outbox_id IS NULL THEN
+        r.status := 'gone'; RETURN r;
+    ELSIF NOT o.enabled THEN
+        r.status := 'paused'; RETURN r;
+    END IF;
+    v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+
+    SELECT count(*), max(p.global_position), count(*) FILTER (WHERE o.root IS NULL OR p.root = o.root)
+    INTO r.read, r.last_position, v_matching
+    FROM (SELECT h.global_position, h.root FROM statesman._feed_page(v_after, NULL, o.batch_size, NULL) h) p;
+    IF r.read = 0 THEN
+        r.status := 'empty'; r.last_position := NULLIF(v_after, 0); RETURN r;
+    END IF;
+
+    r.published := 0;
+    IF v_matching > 0 THEN
+        SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
+        BEGIN
+            v_target := statesman._sink_table(o.sink_options);
+            PERFORM statesman._check_sink_target(v_target);
+            v_insert := format(
+                'INSERT INTO %s AS t (message_id, global_position, message) '
+                'SELECT $4 || ''/'' || h.address || ''#'' || h.revision, h.global_position, '
+                '  statesman._message($4, $5, h.address, h.root, h.path, h.partition, h.revision, '
+                '    h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, '
+                '    h.source, COALESCE(h.fingerprint, $6, r.fingerprint), COALESCE(h.content_type, $7, r.content_type), '
+                '    h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error) '
+                'FROM statesman._feed_page($1, $2, 2147483647, $3) h '
+                'LEFT JOIN statesman.roots r ON r.root OPERATOR(pg_catalog.=) h.root '
+                'ORDER BY h.global_position', v_target);
+            BEGIN
+                -- The common case: nothing of this page is in the table yet.
+                EXECUTE v_insert USING v_after, r.last_position, o.root, v_store, v_epoch, o.fingerprint, o.payload_content_type;
+            EXCEPTION WHEN unique_violation THEN
+                -- Re-delivery (a cursor seeded back, a restored table): keep what is there.
+                EXECUTE v_insert || ' ON CONFLICT (message_id) DO NOTHING'
+                    USING v_after, r.last_position, o.root, v_store, v_epoch, o.fingerprint, o.payload_content_type;
+            END;
+            GET DIAGNOSTICS r.published = ROW_COUNT;
+        EXCEPTION WHEN OTHERS THEN
+            GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
+            r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);
+            r.status := 'failed';
+            r.attempts := statesman._note_failure(o.outbox_id, r.error);
+            r.last_position := NULLIF(v_after, 0);
+            RETURN r;
+        END;
+    END IF;
+    r.deduplicated := v_matching - r.published;
+
+    PERFORM statesman._finish_page(o.outbox_id, r.last_position, r.published, r.deduplicated);
+    r.status := 'delivered';
+    r.attempts := 0;
+    r.full_page := r.read >= o.batch_size;
+    RETURN r;
+END
+$$;
+COMMENT ON FUNCTION statesman._deliver_table_page(text) IS
+    'delivers the next page of the feed to a table sink, with the cursor advance in the same transaction';
+
+CREATE OR REPLACE FUNCTION statesman._park_page(outbox_id text, error text, attempts integer, page_records bigint)
+    RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    v_after bigint;
+    v_last bigint;
+    v_store text;
+    v_epoch uuid;
+    v_message jsonb;
+    v_error text;
+    rec record;
+    parked bigint;
+BEGIN
+    o := statesman._page_outbox(_park_page.outbox_id);
+    IF o.outbox_id IS NULL OR NOT o.enabled THEN
+        RETURN 0;
+    END IF;
+    v_after := COALESCE((SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+    -- Exactly the page that failed: records sequenced since then were never tried.
+    SELECT max(p.global_position) INTO v_last
+    FROM (SELECT h.global_position FROM statesman._feed_page(v_after, NULL,
+                                                             LEAST(o.batch_size, _park_page.page_records)::integer, NULL) h) p;
+    IF v_last IS NULL THEN
+        RETURN 0;
+    END IF;
+    SELECT COALESCE(s.store_name, current_database()), s.epoch INTO v_store, v_epoch FROM statesman.store s;
+    BEGIN
+        INSERT INTO statesman.dead_letters AS d (outbox_id, global_position, message_id, message, last_error, attempts)
+        SELECT o.outbox_id, h.global_position, v_store || '/' || h.address || '#' || h.revision,
+               statesman._message(v_store, v_epoch, h.address, h.root, h.path, h.partition, h.revision,
+                   h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                   h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
+                   COALESCE(h.content_type, o.payload_content_type, r.content_type),
+                   h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error),
+               left(_park_page.error, 2000), _park_page.attempts
+        FROM statesman._feed_page(v_after, v_last, 2147483647, o.root) h LEFT JOIN statesman.roots r ON r.root = h.root
+        ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
+            SET last_error = EXCLUDED.last_error, attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
+        GET DIAGNOSTICS parked = ROW_COUNT;
+    EXCEPTION WHEN OTHERS THEN
+        -- A message of the page cannot be built (a record too large for a jsonb message, written
+        -- before the append functions refused such records): the page fails for that reason, so
+        -- parking it must not. Each record is parked on its own; one whose message cannot be
+        -- built is parked without a message, with the reason, and stays in statesman.history.
+        parked := 0;
+        FOR rec IN
+            SELECT x.*, r.fingerprint AS root_fingerprint, r.content_type AS root_content_type
+            FROM statesman._feed_page(v_after, v_last, 2147483647, o.root) x LEFT JOIN statesman.roots r ON r.root = x.root
+            ORDER BY x.global_position
+        LOOP
+            v_error := _park_page.error;
+            BEGIN
+                v_message := statesman._message(v_store, v_epoch, rec.address, rec.root, rec.path, rec.partition,
+                    rec.revision, rec.global_position, rec.occurred_at, rec.operation, rec.status, rec.value_type,
+                    rec.schema_version, rec.source, COALESCE(rec.fingerprint, o.fingerprint, rec.root_fingerprint),
+                    COALESCE(rec.content_type, o.payload_content_type, rec.root_content_type),
+                    rec.serializer_id, rec.payload, rec.correlation_id, rec.causation_id, rec.metadata, rec.error);
+            EXCEPTION WHEN OTHERS THEN
+                v_message := NULL;
+                v_error := format('its message cannot be built (%s); the record stays in statesman.history '
+                                  '(address %s, revision %s)', SQLERRM, rec.address, rec.revision);
+            END;
+            INSERT INTO statesman.dead_letters AS d
+                (outbox_id, global_position, message_id, message, last_error, attempts)
+            VALUES (o.outbox_id, rec.global_position, v_store || '/' || rec.address || '#' || rec.revision, v_message,
+                    left(v_error, 2000), _park_page.attempts)
+            ON CONFLICT ON CONSTRAINT dead_letters_pkey DO UPDATE
+                SET message = EXCLUDED.message, last_error = EXCLUDED.last_error,
+                    attempts = EXCLUDED.attempts, parked_at = EXCLUDED.parked_at;
+            parked := parked + 1;
+        END LOOP;
+    END;
+    PERFORM statesman._move_cursor(o.outbox_id, v_last);
+    UPDATE statesman.outbox_state s SET attempts = 0, skipped_total = s.skipped_total + parked
+    WHERE s.outbox_id = o.outbox_id;
+    RETURN parked;
+END
+$$;
+COMMENT ON FUNCTION statesman._park_page(text, text, integer, bigint) IS
+    'skips the next page: parks its messages in dead_letters and moves the cursor past it';
+
+CREATE OR REPLACE FUNCTION statesman._open_page(outbox_id text, after bigint DEFAULT NULL) RETURNS statesman._page
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    o statesman.outboxes;
+    p statesman._page;
+BEGIN
+    o := statesman._page_outbox(_open_page.outbox_id);
+    IF o.outbox_id IS NULL THEN
+        p.status := 'gone'; RETURN p;
+    ELSIF NOT o.enabled THEN
+        p.status := 'paused'; RETURN p;
+    END IF;
+    p.after := COALESCE(_open_page.after,
+                        (SELECT c.position FROM statesman.cursors c WHERE c.outbox_id = o.outbox_id), 0);
+    SELECT count(*), max(x.global_position), count(*) FILTER (WHERE o.root IS NULL OR x.root = o.root)
+    INTO p.read, p.last_position, p.matching
+    FROM (SELECT h.global_position, h.root FROM statesman._feed_page(p.after, NULL, o.batch_size, NULL) h) x;
+    IF p.read = 0 THEN
+        p.status := 'empty'; p.last_position := NULLIF(p.after, 0); RETURN p;
+    END IF;
+    p.status := 'ready';
+    p.full_page := p.read >= o.batch_size;
+    RETURN p;
+END
+$$;
+COMMENT ON FUNCTION statesman._open_page(text, bigint) IS
+    'the bounds of the next page for a sink outside this database, under the page lock';
+
+CREATE OR REPLACE FUNCTION statesman._page_messages(outbox_id text, after bigint, last_position bigint)
+    RETURNS TABLE (global_position bigint, message_id text, message text)
     LANGUAGE sql STABLE
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT h.global_position, h.id, h.address, h.root, h.path, h.partition, h.revision, h.occurred_at,
-           h.operation, h.status, h.value_type, h.schema_version, h.source, h.payload, h.fingerprint,
-           h.content_type, h.serializer_id, h.correlation_id, h.causation_id, h.error, h.metadata
-    FROM statesman.history h
-    WHERE h.global_position OPERATOR(pg_catalog.>) COALESCE(_feed_page.after, 0)
-      AND (_feed_page.upto IS NULL OR h.global_position OPERATOR(pg_catalog.<=) _feed_page.upto)
-      AND (_feed_page.root IS NULL OR h.root OPERATOR(pg_catalog.=) _feed_page.root)
+    SELECT h.global_position, v.store || '/' || h.address || '#' || h.revision,
+           statesman._message_text(v.store, v.epoch, h.address, h.root, h.path, h.partition, h.revision,
+               h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+               h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
+               COALESCE(h.content_type, o.payload_content_type, r.content_type),
+               h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error)
+    FROM statesman.outboxes o
+         CROSS JOIN (SELECT COALESCE(s.store_name, current_database()) AS store, s.epoch FROM statesman.store s) v
+         CROSS JOIN LATERAL statesman._feed_page(_page_messages.after, _page_messages.last_position, 2147483647, o.root) h
+         LEFT JOIN statesman.roots r ON r.root = h.root
+    WHERE o.outbox_id = _page_messages.outbox_id
     ORDER BY h.global_position
-    LIMIT _feed_page.max_records
 $$;
-COMMENT ON FUNCTION statesman._feed_page(bigint, bigint, integer, text) IS
-    'the readable feed records after a position (up to upto, of one root), in position order';
+COMMENT ON FUNCTION statesman._page_messages(text, bigint, bigint) IS
+    'the messages of a page that _open_page bounded, in feed order';
+
+CREATE OR REPLACE FUNCTION statesman._prune(address text, max_revisions integer, max_bytes bigint) RETURNS bigint
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+DECLARE
+    v_horizon bigint := COALESCE(statesman._prune_horizon(), 9223372036854775807);
+    pruned bigint;
+    blocked boolean;
+BEGIN
+    IF max_revisions IS NULL AND max_bytes IS NULL THEN
+        RETURN 0;
+    END IF;
+    WITH doomed AS (
+        SELECT x.revision, statesman._position_of(x.id, x.txid, x.legacy_position) AS global_position FROM (
+            SELECT k.revision, k.id, k.txid, k.legacy_position, row_number() OVER w AS rn,
+                   sum(COALESCE(octet_length(k.payload), 0)) OVER w AS bytes
+            FROM statesman.history k WHERE k.address = _prune.address
+            WINDOW w AS (ORDER BY k.revision DESC)) x
+        WHERE x.rn > 1 AND (x.rn > _prune.max_revisions OR x.bytes > _prune.max_bytes)
+    ), gone AS (
+        DELETE FROM statesman.history h USING doomed d
+        WHERE h.address = _prune.address AND h.revision = d.revision
+          AND d.global_position IS NOT NULL AND d.global_position <= v_horizon
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM gone),
+           EXISTS (SELECT FROM doomed d WHERE d.global_position IS NULL OR d.global_position > v_horizon)
+    INTO pruned, blocked;
+    IF blocked THEN
+        INSERT INTO statesman.prune_pending (address) VALUES (_prune.address) ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN pruned;
+END
+$$;
+COMMENT ON FUNCTION statesman._prune(text, integer, bigint) IS
+    'applies an address''s retention as far as delivery allows; notes the rest for later';
+
+CREATE OR REPLACE FUNCTION statesman._feed_status(
+    OUT head_position bigint, OUT oldest_position bigint, OUT unsequenced_records bigint,
+    OUT open_writers bigint, OUT oldest_writer_pid integer, OUT oldest_writer_age interval,
+    OUT holding_back_pid integer, OUT holding_back_age interval)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    WITH locks AS (
+        SELECT l.pid, l.classid, a.xact_start
+        FROM pg_catalog.pg_locks l
+        LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
+        WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+          AND l.database = (SELECT d.oid FROM pg_catalog.pg_database d
+                            WHERE d.datname = pg_catalog.current_database())
+          AND l.classid::bigint IN (statesman._lock_space('address'), statesman._lock_space('sequencer'))
+    ), writers AS (
+        SELECT DISTINCT pid, xact_start FROM locks WHERE classid::bigint = statesman._lock_space('address')
+    )
+    SELECT statesman.head_position(),
+           (SELECT p.global_position FROM statesman._feed_page(NULL, NULL, 1, NULL) p),
+           statesman._unsequenced(),
+           (SELECT count(*) FROM writers),
+           w.pid, pg_catalog.now() - w.xact_start,
+           s.pid, pg_catalog.now() - s.xact_start
+    FROM (SELECT 1) AS one
+    LEFT JOIN LATERAL (SELECT * FROM writers ORDER BY xact_start LIMIT 1) w ON true
+    LEFT JOIN LATERAL (SELECT * FROM locks WHERE classid::bigint = statesman._lock_space('sequencer')
+                       AND pid <> pg_catalog.pg_backend_pid() LIMIT 1) s ON true
+$$;
+COMMENT ON FUNCTION statesman._feed_status() IS 'the row of statesman.feed_status';
+
+CREATE FUNCTION statesman._next_occurred_at(after bigint) RETURNS timestamptz
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT p.occurred_at FROM statesman._feed_page(_next_occurred_at.after, NULL, 1, NULL) p
+$$;
+COMMENT ON FUNCTION statesman._next_occurred_at(bigint) IS
+    'when the first feed record after a position was appended (NULL: none)';
+
+CREATE OR REPLACE VIEW statesman.outbox_status AS
+SELECT o.outbox_id,
+       o.sink,
+       o.enabled,
+       CASE WHEN NOT o.enabled THEN 'paused'
+            WHEN st.attempts > 0 THEN 'backing_off'
+            WHEN holder.pid IS NOT NULL THEN 'leading'
+            WHEN st.dispatcher_state = 'standby' AND disp.pid IS NOT NULL THEN 'standby'
+            ELSE 'idle' END AS state,
+       c.position AS cursor_position,
+       head.position AS head_position,
+       GREATEST(COALESCE(head.position, 0) - COALESCE(c.position, 0), 0) AS lag_records,
+       COALESCE(EXTRACT(epoch FROM pg_catalog.now() - nxt.occurred_at), 0)::double precision AS lag_seconds,
+       holder.pid AS leader_pid,
+       CASE WHEN holder.pid IS NOT NULL THEN l.renewed_at END AS lease_renewed_at,
+       st.attempts,
+       -- A worker that waits for a slot says so (the state is idle: no dispatcher runs).
+       CASE WHEN o.enabled AND holder.pid IS NULL
+            THEN COALESCE(statesman._slot_wait(o.outbox_id), st.last_error)
+            ELSE st.last_error END AS last_error,
+       st.last_error_at,
+       st.published_total,
+       st.deduplicated_total,
+       st.skipped_total,
+       (SELECT count(*) FROM statesman.dead_letters d WHERE d.outbox_id = o.outbox_id) AS parked,
+       l.round_trips AS lease_round_trips,
+       st.last_published_at
+FROM statesman.outboxes o
+LEFT JOIN statesman.outbox_state st ON st.outbox_id = o.outbox_id
+LEFT JOIN statesman.leases l ON l.outbox_id = o.outbox_id
+LEFT JOIN statesman.cursors c ON c.outbox_id = o.outbox_id
+CROSS JOIN LATERAL (SELECT statesman.head_position() AS position) head
+LEFT JOIN LATERAL (SELECT statesman._next_occurred_at(c.position) AS occurred_at) nxt ON true
+-- The leader: the session that holds the lease lock (an unleased outbox: its dispatcher).
+LEFT JOIN LATERAL (
+    SELECT k.pid FROM pg_catalog.pg_locks k
+    WHERE k.locktype = 'advisory' AND k.granted AND k.classid::bigint = statesman._lock_space('lease')
+      AND k.objid = statesman._lease_key(o.outbox_id)::oid AND k.objsubid = 2
+      AND k.database = (SELECT d.oid FROM pg_catalog.pg_database d WHERE d.datname = pg_catalog.current_database())
+    UNION ALL
+    SELECT a.pid FROM pg_catalog.pg_stat_activity a
+    WHERE NOT o.require_lease AND a.pid = st.dispatcher_pid AND st.dispatcher_state = 'leading'
+    LIMIT 1) holder ON true
+LEFT JOIN LATERAL (
+    SELECT a.pid FROM pg_catalog.pg_stat_activity a WHERE a.pid = st.dispatcher_pid) disp ON true;
+COMMENT ON VIEW statesman.outbox_status IS
+    'each outbox: state, cursor, lag, lease, failures and totals (sink options are never shown)';
+
+
 REVOKE ALL ON FUNCTION statesman._feed_page(bigint, bigint, integer, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._durable(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._position_of(bigint, xid8, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._position_of(statesman.history) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._head() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._unsequenced() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._restart_ticks() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._prune_ticks() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._ticks_restore() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._note_own_tick() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._tick_snapshot() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._tick_own_record() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._tick(integer, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._next_occurred_at(bigint) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION statesman._next_occurred_at(bigint) TO pg_monitor;
+
+-- ============================================================================
+-- readpath: the read path in C++. Every reader of the feed gets its records from
+-- statesman._feed_page (created by the section above); read_feed and the `table` sink's page are C functions that build each
+-- message from the row; the dispatcher reads a page in one step, so _open_page and
+-- _page_messages (and their type) go.
+-- ============================================================================
 
 CREATE OR REPLACE FUNCTION statesman.read_feed(
     after bigint DEFAULT NULL, max_records integer DEFAULT 1000, root text DEFAULT NULL)

@@ -42,18 +42,21 @@ CREATE TABLE statesman.roots (
     declared_at   timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
--- The ledger and the feed. A committed record has global_position NULL until the sequencer
--- gives it one (see statesman.sequence_feed); id is the insert order.
+-- The ledger and the feed. A record is written once: its feed position is never stored in its
+-- row but derived from the tick that took it (statesman.ticks, below): base + (id - lo).
 CREATE TABLE statesman.history (
-    -- Insert order. CACHE 1 matters: the sequencer relies on a later revision of an address
-    -- always having a larger id than the earlier one, which per-backend caching would break.
+    -- Insert order. CACHE 1 matters: the ticker relies on ids rising in real time (a later
+    -- revision of an address always has a larger id, and an id drawn after a tick read the
+    -- identity's last value is above it), which per-backend caching would break.
     id              bigint GENERATED ALWAYS AS IDENTITY (CACHE 1),
     address         text NOT NULL,
     root            text NOT NULL,
     path            text NOT NULL,
     partition       text NOT NULL DEFAULT '',
     revision        bigint NOT NULL,
-    global_position bigint,
+    -- The position a record got before 0.4.0 (the sequencer then stored it in the row); NULL
+    -- for every record appended since. Read only by statesman._feed_page and _position_of.
+    legacy_position bigint,
     occurred_at     timestamptz NOT NULL,
     -- 'put' or 'delete', checked by the append functions (a CHECK constraint here would be
     -- re-compiled on every single-row insert).
@@ -72,17 +75,117 @@ CREATE TABLE statesman.history (
     metadata        jsonb,
     fresh_until     timestamptz,
     serve_until     timestamptz,
+    -- The top-level id of the inserting transaction, taken before the record's id is drawn
+    -- (the append does so): the ticks find a record's transaction in their snapshots by it.
+    -- NULL for records from before 0.4.0 (they have legacy_position).
+    txid            xid8,
     PRIMARY KEY (address, revision)
 );
-CREATE UNIQUE INDEX history_global_position ON statesman.history (global_position)
-    WHERE global_position IS NOT NULL;
-CREATE INDEX history_unsequenced ON statesman.history (id)
-    WHERE global_position IS NULL;
+-- Readers walk a tick's records in id order; the ticker finds its bounds at the two ends.
+CREATE INDEX history_id ON statesman.history (id);
+-- Only pre-0.4.0 records are in it: a fresh install's stays empty.
+CREATE UNIQUE INDEX history_legacy_position ON statesman.history (legacy_position)
+    WHERE legacy_position IS NOT NULL;
 
--- Feed positions. A sequence, not a counter row: a position handed out by a sequencer run
--- that later rolls back is burnt, never reused for another record.
--- Never move it backwards (setval): positions must only grow.
-CREATE SEQUENCE statesman.feed_position_seq AS bigint MINVALUE 1 NO CYCLE CACHE 1;
+-- Helpers of the ticks, in C (src/feed/ticks.cpp): the cluster's system identifier, stored in
+-- every tick; and the WAL flush that every reader of the feed does before it hands on what it
+-- read (the ticker commits asynchronously).
+CREATE FUNCTION statesman._system_id() RETURNS bigint
+    LANGUAGE c STABLE PARALLEL SAFE
+    AS 'MODULE_PATHNAME', 'statesman_system_id';
+COMMENT ON FUNCTION statesman._system_id() IS 'the cluster''s system identifier (each tick stores it)';
+CREATE FUNCTION statesman._durable(value bigint) RETURNS bigint
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_durable';
+COMMENT ON FUNCTION statesman._durable(bigint) IS
+    'flushes the WAL written so far (not when value is NULL) and returns value';
+
+CREATE FUNCTION statesman._note_own_tick() RETURNS void
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_note_own_tick';
+COMMENT ON FUNCTION statesman._note_own_tick() IS
+    'notes that this transaction stored a tick counting its own records (see src/feed/ticks.cpp)';
+
+-- The snapshot a tick stores: pg_current_snapshot(), except that a transaction that has an
+-- xid (it has written) counts as ended in it. A snapshot never lists its own transaction as
+-- running, so it counts as ended already when its xid is below the snapshot's xmax; at or above
+-- it, the xmax moves past it and the xids between are listed as running (none of them had ended
+-- when the snapshot was taken, since they are at or above its xmax). Whoever stores a tick with
+-- it while the transaction has an xid calls statesman._note_own_tick(): no later snapshot
+-- tick will take this transaction's later records, so each gets a tick of its own when it is
+-- appended (statesman._tick_own_record).
+CREATE FUNCTION statesman._tick_snapshot() RETURNS pg_snapshot
+    LANGUAGE sql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT CASE WHEN v.own IS NULL OR pg_visible_in_snapshot(v.own, v.snap) THEN v.snap
+                ELSE (pg_snapshot_xmin(v.snap)::text || ':' || (v.own::text::bigint + 1)::text || ':' ||
+                      array_to_string(ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(v.snap) x
+                                            UNION
+                                            SELECT g FROM generate_series(pg_snapshot_xmax(v.snap)::text::bigint,
+                                                                          v.own::text::bigint - 1) g
+                                            ORDER BY 1), ','))::pg_snapshot END
+    FROM (SELECT pg_current_xact_id_if_assigned() AS own, pg_current_snapshot() AS snap) v
+$$;
+COMMENT ON FUNCTION statesman._tick_snapshot() IS
+    'the current snapshot with the current transaction (when it has an xid) counted as ended';
+
+-- The feed's ticks: one row per sequencing step that found records (statesman.sequence_feed).
+-- Tick k holds the records whose transaction is visible in snap and not in prev_snap (the
+-- previous tick's snap); their positions are base + (id - lo) for id in [lo, hi], so they
+-- lie in [base, base + hi - lo], and the next tick's base is base + hi - lo + 1. Derived only
+-- from this row, never updated, and the record's own id: pruning records moves no position.
+-- Two other kinds of rows: an anchor (lo = hi + 1: no records) starts a chain (the install,
+-- the upgrade from 0.3.0, a restore into another cluster); a range tick (snap NULL) holds
+-- every committed record with id in [lo, hi], written only when a chain restarts after a
+-- restore (statesman._restart_ticks). last_id is the identity's last value read before xid,
+-- the tick's own transaction id (0 for an anchor: it bounds every later scan), was taken:
+-- the ticker bounds its scan by them (see sequence_feed).
+CREATE TABLE statesman.ticks (
+    tick_id    bigint PRIMARY KEY,
+    base       bigint NOT NULL,
+    lo         bigint NOT NULL,
+    hi         bigint NOT NULL CHECK (hi >= lo - 1),
+    last_id    bigint NOT NULL,
+    xid        xid8 NOT NULL,
+    snap       pg_snapshot,
+    prev_snap  pg_snapshot,
+    system_id  bigint NOT NULL,          -- the cluster's (statesman._system_id())
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+-- A reader resuming after position p starts at the last tick whose base is <= p + 1.
+CREATE INDEX ticks_base ON statesman.ticks (base);
+-- The tick holding one record (statesman._position_of): the ticks whose range holds its id.
+CREATE INDEX ticks_range ON statesman.ticks USING gist (pg_catalog.int8range(lo, hi + 1));
+-- The anchors (few): the newest one is where the ticker's scans start at the earliest.
+CREATE INDEX ticks_anchors ON statesman.ticks (tick_id) WHERE hi < lo;
+-- The chain's start: position 1 comes next.
+INSERT INTO statesman.ticks (tick_id, base, lo, hi, last_id, xid, snap, prev_snap, system_id)
+VALUES (0, 1, 1, 0, 0, '0', statesman._tick_snapshot(), statesman._tick_snapshot(), statesman._system_id());
+-- (This transaction counts as ended in tick 0: its appends, if it makes any, get ticks of their own.)
+SELECT statesman._note_own_tick();
+
+-- pg_restore runs CREATE EXTENSION (which inserts tick 0 above) and then copies the dumped
+-- ticks in: the dumped tick 0 replaces this one, so the restored chain is the dumped one.
+CREATE FUNCTION statesman._ticks_restore() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    UPDATE statesman.ticks t
+    SET base = NEW.base, lo = NEW.lo, hi = NEW.hi, last_id = NEW.last_id, xid = NEW.xid, snap = NEW.snap,
+        prev_snap = NEW.prev_snap, system_id = NEW.system_id, created_at = NEW.created_at
+    WHERE t.tick_id = NEW.tick_id;
+    IF FOUND THEN
+        RETURN NULL;
+    END IF;
+    RETURN NEW;
+END
+$$;
+COMMENT ON FUNCTION statesman._ticks_restore() IS
+    'a restored tick 0 replaces the one CREATE EXTENSION made';
+CREATE TRIGGER ticks_restore BEFORE INSERT ON statesman.ticks
+    FOR EACH ROW WHEN (NEW.tick_id = 0) EXECUTE FUNCTION statesman._ticks_restore();
 
 -- Durable cursors, keyed by outbox (or external consumer) id. Positions only move forward
 -- through advance_cursor.
@@ -192,8 +295,10 @@ CREATE TABLE statesman.delivered (
 SELECT pg_catalog.pg_extension_config_dump('statesman.store', '');
 SELECT pg_catalog.pg_extension_config_dump('statesman.roots', '');
 SELECT pg_catalog.pg_extension_config_dump('statesman.history', '');
-SELECT pg_catalog.pg_extension_config_dump('statesman.feed_position_seq', '');
--- The insert order that the sequencer follows: restored records keep theirs, new ones come after.
+-- Positions are derived from the ticks: restored ticks keep every position (a restore into
+-- another cluster starts a new chain after them, see statesman._restart_ticks).
+SELECT pg_catalog.pg_extension_config_dump('statesman.ticks', '');
+-- The insert order that the ticks follow: restored records keep theirs, new ones come after.
 SELECT pg_catalog.pg_extension_config_dump('statesman.history_id_seq', '');
 SELECT pg_catalog.pg_extension_config_dump('statesman.cursors', '');
 SELECT pg_catalog.pg_extension_config_dump('statesman.applied', '');

@@ -4,13 +4,16 @@
 
 CREATE FUNCTION statesman.store_info(
     OUT store text, OUT epoch uuid, OUT head_position bigint, OUT oldest_position bigint)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT COALESCE(s.store_name, pg_catalog.current_database()), s.epoch,
-           (SELECT max(h.global_position) FROM statesman.history h),
-           (SELECT min(h.global_position) FROM statesman.history h)
-    FROM statesman.store s
+BEGIN
+    -- (plpgsql: the feed's functions are defined further on, in 07_sequencer.sql)
+    SELECT COALESCE(s.store_name, pg_catalog.current_database()), s.epoch INTO store, epoch
+    FROM statesman.store s;
+    head_position := statesman.head_position();
+    oldest_position := (SELECT p.global_position FROM statesman._feed_page(NULL, NULL, 1, NULL) p);
+END
 $$;
 COMMENT ON FUNCTION statesman.store_info() IS
     'the store''s name, its position lineage (epoch) and the feed''s head and oldest positions';

@@ -2,33 +2,8 @@
 -- Reading the feed
 -------------------------------------------------------------------------------
 
--- The feed's row source: every reader of the feed (read_feed, the dispatcher's page, the
--- `table` sink's page, parking a page) gets its records from this one function, so that how
--- positions are derived lives in one place. The readable records with after < global_position
--- (after NULL = 0) and, when upto is not NULL, global_position <= upto; when root is not NULL
--- only that root's records (the caller lower-cases it); in position order; at most max_records
--- rows. fingerprint / content_type are the record's own: callers apply the fallbacks.
-CREATE FUNCTION statesman._feed_page(after bigint, upto bigint, max_records integer, root text)
-    RETURNS TABLE (global_position bigint, id bigint, address text, root text, path text,
-                   partition text, revision bigint, occurred_at timestamptz, operation text,
-                   status text, value_type text, schema_version integer, source text,
-                   payload bytea, fingerprint text, content_type text, serializer_id text,
-                   correlation_id text, causation_id text, error text, metadata jsonb)
-    LANGUAGE sql STABLE
-    SET search_path = pg_catalog, pg_temp
-    AS $$
-    SELECT h.global_position, h.id, h.address, h.root, h.path, h.partition, h.revision, h.occurred_at,
-           h.operation, h.status, h.value_type, h.schema_version, h.source, h.payload, h.fingerprint,
-           h.content_type, h.serializer_id, h.correlation_id, h.causation_id, h.error, h.metadata
-    FROM statesman.history h
-    WHERE h.global_position OPERATOR(pg_catalog.>) COALESCE(_feed_page.after, 0)
-      AND (_feed_page.upto IS NULL OR h.global_position OPERATOR(pg_catalog.<=) _feed_page.upto)
-      AND (_feed_page.root IS NULL OR h.root OPERATOR(pg_catalog.=) _feed_page.root)
-    ORDER BY h.global_position
-    LIMIT _feed_page.max_records
-$$;
-COMMENT ON FUNCTION statesman._feed_page(bigint, bigint, integer, text) IS
-    'the readable feed records after a position (up to upto, of one root), in position order';
+-- Every reader of the feed gets its records from statesman._feed_page (07_sequencer.sql), the
+-- one place where positions are derived.
 
 -- Builds one statesman.state-change/v1 message (docs/design.md §5); serializerId is omitted when NULL.
 CREATE FUNCTION statesman._message(

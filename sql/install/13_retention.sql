@@ -17,7 +17,8 @@ COMMENT ON FUNCTION statesman._prune_horizon() IS
 
 -- Prunes an address down to its root's limits (passed in: the append has them at hand). Only
 -- records that have a feed position at or below the horizon go (a record leaves history and
--- feed together); when over-limit records had to stay, the address is noted in prune_pending
+-- feed together; its position, derived from its tick, is looked up only for the records over
+-- the limits, and deleting them moves no other record's position); when over-limit records had to stay, the address is noted in prune_pending
 -- for the worker to prune later. Returns how many records were pruned.
 CREATE FUNCTION statesman._prune(address text, max_revisions integer, max_bytes bigint) RETURNS bigint
     LANGUAGE plpgsql VOLATILE
@@ -32,8 +33,8 @@ BEGIN
         RETURN 0;
     END IF;
     WITH doomed AS (
-        SELECT x.revision, x.global_position FROM (
-            SELECT k.revision, k.global_position, row_number() OVER w AS rn,
+        SELECT x.revision, statesman._position_of(x.id, x.txid, x.legacy_position) AS global_position FROM (
+            SELECT k.revision, k.id, k.txid, k.legacy_position, row_number() OVER w AS rn,
                    sum(COALESCE(octet_length(k.payload), 0)) OVER w AS bytes
             FROM statesman.history k WHERE k.address = _prune.address
             WINDOW w AS (ORDER BY k.revision DESC)) x

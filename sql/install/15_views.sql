@@ -3,9 +3,10 @@
 -------------------------------------------------------------------------------
 
 -- Open transactions that appended and have not ended hold an address lock; their records
--- join the feed when they commit. The sequencer lock is held only while a run is under way;
--- a transaction that keeps it (sequence_feed called inside a long transaction) holds the
--- whole feed back, and is named here.
+-- join the feed when they commit (the next tick takes them), and they hold back no one else's.
+-- The sequencer lock is held only while a tick is under way; a transaction that keeps it
+-- (sequence_feed called inside a long transaction) holds the whole feed back, and is named
+-- here. unsequenced_records: committed records that no tick holds yet.
 CREATE FUNCTION statesman._feed_status(
     OUT head_position bigint, OUT oldest_position bigint, OUT unsequenced_records bigint,
     OUT open_writers bigint, OUT oldest_writer_pid integer, OUT oldest_writer_age interval,
@@ -24,9 +25,9 @@ CREATE FUNCTION statesman._feed_status(
     ), writers AS (
         SELECT DISTINCT pid, xact_start FROM locks WHERE classid::bigint = statesman._lock_space('address')
     )
-    SELECT (SELECT max(h.global_position) FROM statesman.history h),
-           (SELECT min(h.global_position) FROM statesman.history h),
-           (SELECT count(*) FROM statesman.history h WHERE h.global_position IS NULL),
+    SELECT statesman.head_position(),
+           (SELECT p.global_position FROM statesman._feed_page(NULL, NULL, 1, NULL) p),
+           statesman._unsequenced(),
            (SELECT count(*) FROM writers),
            w.pid, pg_catalog.now() - w.xact_start,
            s.pid, pg_catalog.now() - s.xact_start
@@ -42,7 +43,20 @@ COMMENT ON VIEW statesman.feed_status IS
     'feed head, records waiting for a position, open appending transactions, and who holds the feed back';
 
 
--- One row per outbox. Sink options are never shown: they may hold secrets.
+-- When the first record after a position was appended (outbox_status.lag_seconds): the view
+-- is read by roles that may not read the ledger.
+CREATE FUNCTION statesman._next_occurred_at(after bigint) RETURNS timestamptz
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+    SELECT p.occurred_at FROM statesman._feed_page(_next_occurred_at.after, NULL, 1, NULL) p
+$$;
+COMMENT ON FUNCTION statesman._next_occurred_at(bigint) IS
+    'when the first feed record after a position was appended (NULL: none)';
+
+-- One row per outbox. Sink options are never shown: they may hold secrets. lag_records is the
+-- distance from the cursor to the head in positions: positions have gaps, so it is at most the
+-- records still to deliver.
 CREATE VIEW statesman.outbox_status AS
 SELECT o.outbox_id,
        o.sink,
@@ -74,10 +88,8 @@ FROM statesman.outboxes o
 LEFT JOIN statesman.outbox_state st ON st.outbox_id = o.outbox_id
 LEFT JOIN statesman.leases l ON l.outbox_id = o.outbox_id
 LEFT JOIN statesman.cursors c ON c.outbox_id = o.outbox_id
-CROSS JOIN LATERAL (SELECT max(h.global_position) AS position FROM statesman.history h) head
-LEFT JOIN LATERAL (
-    SELECT h.occurred_at FROM statesman.history h
-    WHERE h.global_position > COALESCE(c.position, 0) ORDER BY h.global_position LIMIT 1) nxt ON true
+CROSS JOIN LATERAL (SELECT statesman.head_position() AS position) head
+LEFT JOIN LATERAL (SELECT statesman._next_occurred_at(c.position) AS occurred_at) nxt ON true
 -- The leader: the session that holds the lease lock (an unleased outbox: its dispatcher).
 LEFT JOIN LATERAL (
     SELECT k.pid FROM pg_catalog.pg_locks k

@@ -60,7 +60,6 @@ REVOKE ALL ON FUNCTION statesman._renew_lease(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._expire_stuck_lease(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._release_lease(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._note_dispatcher(text, text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION statesman._feed_page(bigint, bigint, integer, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._note_failure(text, text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._page_outbox(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._move_cursor(text, bigint) FROM PUBLIC;
@@ -73,5 +72,22 @@ REVOKE ALL ON FUNCTION statesman._requeued_outcome(text, bigint[], boolean, bigi
 REVOKE ALL ON FUNCTION statesman._prune(text, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._prune_deferred(integer) FROM PUBLIC;
 
+-- The feed's internals: the row source reads every payload, the flush is a write.
+REVOKE ALL ON FUNCTION statesman._feed_page(bigint, bigint, integer, text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._durable(bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._position_of(bigint, xid8, bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._position_of(statesman.history) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._head() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._unsequenced() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._restart_ticks() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._prune_ticks() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._ticks_restore() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._note_own_tick() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._tick_snapshot() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._tick_own_record() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._tick(integer, boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._next_occurred_at(bigint) FROM PUBLIC;
+
 -- Monitoring: the outbox view shows no secrets, but its errors may quote sink data.
 GRANT SELECT ON statesman.outbox_status TO pg_monitor;
+GRANT EXECUTE ON FUNCTION statesman._next_occurred_at(bigint) TO pg_monitor;

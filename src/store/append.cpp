@@ -32,6 +32,7 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/xid8.h"
 
 PG_FUNCTION_INFO_V1(statesman_append);
 PG_FUNCTION_INFO_V1(statesman_append_bytes);
@@ -44,6 +45,7 @@ PG_FUNCTION_INFO_V1(statesman_in_transaction_block);
 #include <string>
 
 #include "statesman/feed/message_format.hpp"
+#include "statesman/feed/ticks.hpp"
 #include "statesman/store/locks.hpp"
 #include "statesman/store/names.hpp"
 
@@ -72,25 +74,28 @@ enum Param {
   kFreshUntil,
   kServeUntil,
   kRevision,
+  kTxid,
   kParamCount
 };
 
 const Oid kParamTypes[kParamCount] = {TEXTOID, TEXTOID, TEXTOID,  TEXTOID,        TEXTOID,        TEXTOID, TEXTOID,
                                       INT4OID, TEXTOID, BYTEAOID, TEXTOID,        TEXTOID,        TEXTOID, TEXTOID,
-                                      TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID};
+                                      TEXTOID, TEXTOID, JSONBOID, TIMESTAMPTZOID, TIMESTAMPTZOID, INT8OID, XID8OID};
 
 // The statements below run with the caller's search_path (the append functions are not
 // SECURITY DEFINER, see AppendRecord), so every relation, function and operator in them is
 // schema-qualified: nothing a caller puts on its search_path can capture them.
 //
 // A plain VALUES insert: the revision and the envelope's fallbacks are looked up beforehand
-// by direct index probes, which keeps this plan as cheap as a bare single-row INSERT.
+// by direct index probes, which keeps this plan as cheap as a bare single-row INSERT. $21 is
+// the transaction's top-level id, taken before the INSERT draws the record's id (the ticks
+// rely on that order, see statesman.sequence_feed).
 constexpr const char *kInsertSql =
     "INSERT INTO statesman.history (address, root, path, partition, revision, occurred_at, operation, "
     "  status, value_type, schema_version, source, payload, fingerprint, content_type, serializer_id, "
-    "  correlation_id, causation_id, error, metadata, fresh_until, serve_until) "
+    "  correlation_id, causation_id, error, metadata, fresh_until, serve_until, txid) "
     "VALUES ($1, $2, $3, $4, $20, pg_catalog.clock_timestamp(), $5, $6, $7, $8, $9, $10, "
-    "  $11, $12, $13, $14, $15, $16, $17, $18, $19)";
+    "  $11, $12, $13, $14, $15, $16, $17, $18, $19, $21)";
 
 // Applies the root's retention to the address (statesman._prune): records that every enabled
 // outbox has delivered go; the rest wait in statesman.prune_pending for the worker.
@@ -98,8 +103,13 @@ constexpr const char *kPruneSql = "SELECT statesman._prune($1, $2, $3)";
 // (address, max_revisions, max_bytes)
 const Oid kPruneTypes[3] = {TEXTOID, INT4OID, INT8OID};
 
+// After a tick of this transaction's own (sequence_feed called after its appends), each
+// further append gets a tick of its own (see statesman._tick_own_record).
+constexpr const char *kTickOwnSql = "SELECT statesman._tick_own_record()";
+
 SPIPlanPtr insert_plan = nullptr;
 SPIPlanPtr prune_plan = nullptr;
+SPIPlanPtr tick_own_plan = nullptr;
 
 // Whether the installed extension is this library's version, as last checked in this backend.
 // Only a match is remembered, and only until the catalog changes: every upgrade, DROP EXTENSION
@@ -419,6 +429,10 @@ AppendResult AppendRecord(AppendRequest &req) {
     if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "statesman: SPI_connect failed");
   });
   SPIPlanPtr insert = PreparedPlan(&insert_plan, kInsertSql, kParamCount, kParamTypes);
+  // The top-level transaction id before the record's id is drawn (by the INSERT's identity):
+  // a tick that read the identity's last value before this xid existed sees only larger ids.
+  Call([&] { req.values[kTxid] = FullTransactionIdGetDatum(GetTopFullTransactionId()); });
+  req.nulls[kTxid] = ' ';
   try {
     Call([&] {
       int rc = SPI_execute_plan(insert, req.values, req.nulls, false, 0);
@@ -432,6 +446,14 @@ AppendResult AppendRecord(AppendRequest &req) {
       throw Error("40001", "could not serialize access due to a concurrent append to address " + address,
                   "Retry the transaction.");
     throw;
+  }
+
+  if (feed::TickedInThisTransaction()) {
+    SPIPlanPtr tick = PreparedPlan(&tick_own_plan, kTickOwnSql, 0, nullptr);
+    Call([&] {
+      int rc = SPI_execute_plan(tick, nullptr, nullptr, false, 0);
+      if (rc != SPI_OK_SELECT) elog(ERROR, "statesman: the record's own tick failed: %s", SPI_result_code_string(rc));
+    });
   }
 
   if (root_decl.has_max_revisions || root_decl.has_max_bytes) {

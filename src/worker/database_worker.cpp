@@ -1,4 +1,4 @@
-// The database worker: one per database that has the extension. It is the feed's sequencer
+// The database worker: one per database that has the extension. It is the feed's ticker
 // (woken by the commit hint of appending transactions, and at least once a second), it keeps
 // one dispatcher running per enabled outbox, and it runs the retention that waited for
 // delivery. It exits when the extension is dropped or statesman.enabled is turned off.
@@ -13,6 +13,7 @@ extern "C" {
 #include "tcop/tcopprot.h"
 }
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -25,7 +26,17 @@ namespace {
 constexpr int64 kSuperviseEveryMs = 1000;
 constexpr int64 kRelaunchAfterMs = 1000;  // a dispatcher that exited is restarted after this
 constexpr int64 kSequenceBatch = 10000;
-constexpr int64 kSequenceGatherMs = 1;  // after a run that sequenced, before the next
+// After a tick, before the next: from 1 ms (a tick of a record or two: the feed is quiet, keep
+// the latency low) to 4 ms (a tick of 8 positions or more: a stream of appends, gather more of
+// it per tick). Each tick costs a row of statesman.ticks and its commit; under a stream of
+// appends ticking every millisecond spent more WAL and CPU on ticks than the records' index
+// entries cost (docs/feed.md "What the ticks cost").
+constexpr int64 kSequenceGatherMinMs = 1;
+constexpr int64 kSequenceGatherMaxMs = 4;
+
+int64 GatherMillis(int64 positions) {
+  return std::clamp<int64>(positions / 2, kSequenceGatherMinMs, kSequenceGatherMaxMs);
+}
 
 // What the database worker keeps from one supervision pass to the next.
 struct Supervision {
@@ -120,18 +131,24 @@ void ExpireForeignHolders(Supervision *sup) {
   sup->foreign_since = std::move(seen);
 }
 
-// Gives feed positions to committed records, a batch per transaction; wakes the dispatchers
-// when the head moved. Returns true when it sequenced anything.
+// One tick: positions for every record committed since the last tick, in one row of
+// statesman.ticks, committed asynchronously (readers flush before they act on a position);
+// wakes the dispatchers when the head moved. Returns true when it ticked.
+// Whether the installed SQL objects are this library's version (as the last supervision pass
+// found): only then does the worker tick with statesman._tick(…, false), committing
+// asynchronously; before ALTER EXTENSION statesman UPDATE it calls the old sequence_feed().
+bool own_version = false;
+
 bool Sequence(int64 *head) {
-  for (;;) {
-    BeginWork("statesman: sequencing the feed");
-    int64 before = *head;
-    *head = ToInt(QueryValue("SELECT statesman.sequence_feed($1::integer)", {std::to_string(kSequenceBatch)}), 0);
-    EndWork();
-    if (*head > before && guc_hints) WakeWorkers(MyDatabaseId, true);
-    if (*head - before < kSequenceBatch) return *head > before;
-    if (!HandleInterrupts()) return true;
-  }
+  BeginWork("statesman: ticking the feed");
+  int64 before = *head;
+  *head = ToInt(QueryValue(own_version ? "SELECT statesman._tick($1::integer, false)"
+                                       : "SELECT statesman.sequence_feed($1::integer)",
+                           {std::to_string(kSequenceBatch)}),
+                0);
+  EndWork();
+  if (*head > before && guc_hints) WakeWorkers(MyDatabaseId, true);
+  return *head > before;
 }
 
 // Starts a dispatcher for each enabled outbox that has none; forgets the ones that exited.
@@ -147,7 +164,8 @@ bool Supervise(Supervision *sup) {
   }
   // After a new build is installed, delivery waits for ALTER EXTENSION statesman UPDATE: the
   // SQL objects must be the version this library was built for.
-  if (!IsLibraryVersion(extension[0][0].value_or(""))) {
+  own_version = IsLibraryVersion(extension[0][0].value_or(""));
+  if (!own_version) {
     EndWork();
     if (!sup->warned_version)
       Log(LogLevel::kWarning, VersionMismatch(extension[0][0].value_or("?")) + "; delivery waits",
@@ -159,6 +177,8 @@ bool Supervise(Supervision *sup) {
   Oid owner = static_cast<Oid>(ToInt(extension[0][1]));
   std::vector<Row> outboxes = Query("SELECT outbox_id FROM statesman.outboxes WHERE enabled ORDER BY outbox_id");
   int64 pruned = ToInt(QueryValue("SELECT statesman._prune_deferred(1000)"));
+  // Ticks whose records retention has pruned (bounded: the oldest 1,000 ticks a pass).
+  QueryValue("SELECT statesman._prune_ticks()");
   // The watchdog of stuck leaders (see statesman._expire_stuck_lease).
   Query(
       "SELECT statesman._expire_stuck_lease(o.outbox_id) FROM statesman.outboxes o "
@@ -217,13 +237,13 @@ void DatabaseLoop() {
   int64 last_supervised = 0;
   for (;;) {
     if (!HandleInterrupts()) break;
-    // Every run is a synchronous commit: under a stream of appends, let a few commits gather
-    // before the next run rather than running once per commit. The gathering wait consumes
-    // the hints that arrive meanwhile, so run again until a run finds nothing: the commit of
-    // anything that run did not see sets the latch again after it.
+    // Under a stream of appends, let a few commits gather before the next tick rather than
+    // ticking once per commit (the more the last tick held, the longer, up to 4 ms). The
+    // gathering wait consumes the hints that arrive meanwhile, so tick again until a tick finds
+    // nothing: the commit of anything that tick did not see sets the latch again after it.
     bool more = false;  // stopped sequencing only to supervise: sequence again right after
-    while (Sequence(&head)) {
-      WaitUntil(NowMillis() + kSequenceGatherMs);
+    for (int64 before = head; Sequence(&head); before = head) {
+      WaitUntil(NowMillis() + GatherMillis(head - before));
       if (!HandleInterrupts()) break;
       // A steady stream of appends keeps every run busy: supervise on time all the same.
       if (NowMillis() - last_supervised >= kSuperviseEveryMs) {

@@ -109,8 +109,8 @@ struct SinkCall {
   sink::Sink *sink = nullptr;
   std::function<int64()> deadline_ms;  // when the next call must have ended (NowMillis time)
 
-  // The positions in a page are durable before it leaves: sequence_feed commits
-  // synchronously, and a commit is visible only after its WAL flush.
+  // The positions in a page are durable before it leaves: statesman._feed_page flushes the WAL
+  // that holds the ticks it read before it returns a row (docs/feed.md, durability).
   sink::Budget Budget() const {
     int64 left = deadline_ms() - NowMillis();
     return sink::Budget{sink::Clock::now() + std::chrono::milliseconds(std::max<int64>(left, 0)),

@@ -131,7 +131,7 @@ SELECT lives_ok(
     'append(): quotes, semicolons, a line break and Unicode in a path and in carried fields are accepted');
 SELECT statesman.sequence_feed() AS sequenced_head \gset
 SELECT is(:sequenced_head::bigint,
-    (SELECT h.global_position FROM statesman.history h WHERE h.root = 'badinput' AND h.correlation_id = 'c''); DROP TABLE statesman.roots; --'),
+    (SELECT statesman._position_of(h) FROM statesman.history h WHERE h.root = 'badinput' AND h.correlation_id = 'c''); DROP TABLE statesman.roots; --'),
     '... and sequenced: the head is its position');
 SELECT is(
     (SELECT ROW(f.message_id, f.message->>'path', f.message->>'correlationId', f.message->>'source')::text
@@ -294,10 +294,10 @@ SELECT lives_ok($$SELECT statesman.create_outbox('badinput-quoted',
 SELECT has_table('public', 'x"; DROP TABLE statesman.history; --', '... it names the table that was created');
 SELECT has_table('statesman', 'history', '... and statesman.history is still there');
 SELECT is((SELECT published FROM statesman.dispatch_once('badinput-quoted')),
-    (SELECT count(*) FROM statesman.history WHERE global_position IS NOT NULL),
+    (SELECT count(*) FROM statesman.history h WHERE statesman._position_of(h) IS NOT NULL),
     '... and the feed is delivered: every sequenced record published');
 SELECT is((SELECT count(*) FROM public."x""; DROP TABLE statesman.history; --"),
-    (SELECT count(*) FROM statesman.history WHERE global_position IS NOT NULL),
+    (SELECT count(*) FROM statesman.history h WHERE statesman._position_of(h) IS NOT NULL),
     '... into that table: it holds every sequenced record');
 SELECT pg_temp.state() AS before \gset
 

@@ -10,7 +10,7 @@ CREATE FUNCTION public.statesman_state() RETURNS text
 LANGUAGE sql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
   SELECT concat_ws(' | ',
     (SELECT count(*) || ' records, ' || coalesce(sum(revision), 0) || ', '
-            || coalesce(max(global_position), 0) FROM statesman.history),
+            || coalesce(max(statesman._position_of(h)), 0) FROM statesman.history h),
     (SELECT count(*) || ' cursors, ' || coalesce(sum(position), 0) FROM statesman.cursors),
     (SELECT count(*) || ' applied, '
             || coalesce(string_agg(consumer || '/' || feed || '/' || epoch || '/' || position,

@@ -149,8 +149,8 @@ SELECT * FROM statesman.append_bytes('env-late', 'bytes', '\x03', NULL);
 SELECT * FROM statesman.append_bytes('env-late', 'typed', '\x04', 'ct/record');
 -- ... and env-late is declared only afterwards.
 SELECT statesman.declare_root('env-late', fingerprint => 'fp-late', content_type => 'ct/late');
-SELECT address, fingerprint, content_type FROM statesman.history
- WHERE root IN ('env-decl', 'env-bare', 'env-late') ORDER BY global_position;
+SELECT address, fingerprint, content_type FROM statesman.history h
+ WHERE root IN ('env-decl', 'env-bare', 'env-late') ORDER BY statesman._position_of(h);
 SELECT published, skipped, deduplicated, cursor_position - :base AS cursor_position
   FROM statesman.dispatch_once('env-with');
 SELECT published, skipped, deduplicated, cursor_position - :base AS cursor_position
@@ -383,7 +383,7 @@ SELECT * FROM statesman.append('keep-one', 'a', '2');
 SELECT statesman.sequence_feed() IS NOT NULL AS sequenced;
 SELECT * FROM statesman.append('keep-one', 'a', '3');
 SELECT statesman.sequence_feed() IS NOT NULL AS sequenced;
-SELECT revision, global_position - :base AS position FROM statesman.history WHERE root = 'keep-one' ORDER BY revision;
+SELECT revision, statesman._position_of(h) - :base AS position FROM statesman.history h WHERE root = 'keep-one' ORDER BY revision;
 SELECT address FROM statesman.prune_pending;
 -- Nothing to prune yet: the outbox has not delivered them.
 SELECT statesman._prune_deferred() AS pruned;

@@ -249,18 +249,18 @@ SELECT (SELECT min(global_position) FROM statesman.read_feed(statesman.cursor_po
 --
 SELECT statesman.head_position() AS head0 \gset
 SELECT count(*) AS appended FROM generate_series(1, 3) i, LATERAL statesman.append('Paging', 'p/' || i, '{}') a;
-SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history WHERE root = 'paging';
+SELECT count(*) FILTER (WHERE statesman._position_of(h) IS NULL) AS unsequenced FROM statesman.history h WHERE root = 'paging';
 -- Nothing of them has a position: the read is short, so it sequences, then returns them.
 SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0, 2);
-SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history WHERE root = 'paging';
+SELECT count(*) FILTER (WHERE statesman._position_of(h) IS NULL) AS unsequenced FROM statesman.history h WHERE root = 'paging';
 -- Two more. A page that the sequenced records fill leaves them without positions.
 SELECT count(*) AS appended FROM generate_series(4, 5) i, LATERAL statesman.append('Paging', 'p/' || i, '{}') a;
 SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0, 2);
 SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0, 2, root => 'Paging');
-SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history WHERE root = 'paging';
+SELECT count(*) FILTER (WHERE statesman._position_of(h) IS NULL) AS unsequenced FROM statesman.history h WHERE root = 'paging';
 -- A page that they do not fill: the sequenced record, then the new ones, in position order.
 SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 2, 5);
-SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history WHERE root = 'paging';
+SELECT count(*) FILTER (WHERE statesman._position_of(h) IS NULL) AS unsequenced FROM statesman.history h WHERE root = 'paging';
 -- With a root filter, other roots' records neither fill the page nor appear in it: five
 -- sequenced records of another root after p/5 would fill an unfiltered page of 5 (which would
 -- then not sequence), yet the filtered read is short, so it sequences p/6 and returns it.
@@ -268,21 +268,26 @@ SELECT count(*) AS appended FROM generate_series(1, 5) i, LATERAL statesman.appe
 SELECT public.settle() AS sequenced;
 SELECT * FROM statesman.append('Paging', 'p/6', '{}');
 SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 4, 5);
-SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history;
+SELECT count(*) FILTER (WHERE statesman._position_of(h) IS NULL) AS unsequenced FROM statesman.history h;
 SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 4, 5, root => 'Paging');
-SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history;
+SELECT count(*) FILTER (WHERE statesman._position_of(h) IS NULL) AS unsequenced FROM statesman.history h;
 -- Inside a transaction block it never sequences, short page or not.
 SELECT * FROM statesman.append('Paging', 'p/7', '{}');
 BEGIN;
 SELECT global_position - :head0 AS pos, address FROM statesman.read_feed(:head0 + 10, 5);
 COMMIT;
-SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced FROM statesman.history;
+SELECT count(*) FILTER (WHERE statesman._position_of(h) IS NULL) AS unsequenced FROM statesman.history h;
 SELECT public.settle() AS sequenced;
 
 --
 -- Positions are exact integers on the wire, also beyond 2^53.
 --
-SELECT setval('statesman.feed_position_seq', 9007199254740992) AS position_jump;
+-- (A new chain of ticks whose first position is 2^53 + 1, as a restore into another cluster starts one.)
+INSERT INTO statesman.ticks (tick_id, base, lo, hi, last_id, xid, snap, prev_snap, system_id)
+SELECT t.tick_id + 1, 9007199254740993, 1, 0, pg_sequence_last_value('statesman.history_id_seq'), '0',
+       pg_current_snapshot(), pg_current_snapshot(), t.system_id
+  FROM statesman.ticks t ORDER BY t.tick_id DESC LIMIT 1
+RETURNING base - 1 AS position_jump;
 SELECT * FROM statesman.append('Feed', 'big/1', '{}');
 SELECT public.settle() AS sequenced;
 SELECT global_position, message->'globalPosition' AS wire_position,

@@ -302,11 +302,11 @@ DROP ROLE sinks_reader;
 --
 SELECT count(*) > 0 AS some_records,
        bool_and(statesman._message_text(v.store, v.epoch, h.address, h.root, h.path, h.partition, h.revision,
-                  h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                  statesman._position_of(h), h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
                   h.source, h.fingerprint, h.content_type, h.serializer_id, h.payload, h.correlation_id,
                   h.causation_id, h.metadata, h.error)
                 = statesman._message(v.store, v.epoch, h.address, h.root, h.path, h.partition, h.revision,
-                  h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                  statesman._position_of(h), h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
                   h.source, h.fingerprint, h.content_type, h.serializer_id, h.payload, h.correlation_id,
                   h.causation_id, h.metadata, h.error)::text) AS all_equal
   FROM statesman.history h,

@@ -13,7 +13,7 @@ CREATE FUNCTION public.settle() RETURNS boolean LANGUAGE plpgsql AS $$
 BEGIN
   FOR i IN 1..1000 LOOP
     PERFORM statesman.sequence_feed();
-    IF NOT EXISTS (SELECT FROM statesman.history WHERE global_position IS NULL) THEN
+    IF statesman._unsequenced() = 0 THEN
       RETURN true;
     END IF;
     PERFORM pg_sleep(0.01);
@@ -234,8 +234,8 @@ SELECT array_agg(revision ORDER BY revision) AS orders_revisions FROM statesman.
 SELECT public.settle() AS sequenced;
 SELECT i.store,
        i.head_position = statesman.head_position() AS head_matches,
-       i.head_position = (SELECT max(global_position) FROM statesman.history) AS head_is_max,
-       i.oldest_position = (SELECT min(global_position) FROM statesman.history) AS oldest_is_min
+       i.head_position = (SELECT max(statesman._position_of(h)) FROM statesman.history h) AS head_is_max,
+       i.oldest_position = (SELECT min(statesman._position_of(h)) FROM statesman.history h) AS oldest_is_min
   FROM statesman.store_info() i;
 
 --

@@ -122,9 +122,22 @@ SELECT statesman.sequence_feed() AS sequenced;
 CREATE TEMP TABLE feed_before AS SELECT * FROM statesman.read_feed(max_records => 1000);
 SELECT count(*) AS records, count(DISTINCT global_position) AS positions,
        min(global_position) = 1 AS from_one FROM feed_before;
+-- Two records committed but not sequenced when the update runs: it gives them positions.
+INSERT INTO statesman.history (address, root, path, partition, revision, occurred_at, operation, status,
+                               payload, content_type)
+VALUES ('kept/late', 'kept', 'late', '', 1, now(), 'put', 'ok', '\x01'::bytea, 'application/octet-stream'),
+       ('kept/late', 'kept', 'late', '', 2, now(), 'put', 'ok', '\x02'::bytea, 'application/octet-stream');
+SELECT count(*) FILTER (WHERE global_position IS NULL) AS unsequenced_before_update FROM statesman.history;
 ALTER EXTENSION statesman UPDATE;
 SELECT extversion FROM pg_extension WHERE extname = 'statesman';
-CREATE TEMP TABLE feed_after AS SELECT * FROM statesman.read_feed(max_records => 1000);
+-- Every record has its position; the late ones above the old head, in order, once each.
+SELECT count(*) FILTER (WHERE statesman._position_of(h) IS NULL) AS unsequenced_after_update
+  FROM statesman.history h;
+SELECT address, revision, global_position > (SELECT max(global_position) FROM feed_before) AS above_old_head
+  FROM statesman.read_feed(after => (SELECT max(global_position) FROM feed_before))
+ ORDER BY global_position;
+CREATE TEMP TABLE feed_after AS SELECT * FROM statesman.read_feed(max_records => 1000)
+ WHERE address <> 'kept/late';
 -- Both directions must be empty.
 SELECT 'only before the update' AS side, global_position, message_id
   FROM (TABLE feed_before EXCEPT TABLE feed_after) x
@@ -133,12 +146,12 @@ SELECT 'only after the update', global_position, message_id
   FROM (TABLE feed_after EXCEPT TABLE feed_before) y
 ORDER BY 1, 2;
 SELECT count(*) AS records_after FROM feed_after;
--- The next append after the update follows the old head.
+-- The next append after the update follows the old head and the late ones.
 SELECT revision FROM statesman.append('kept', 'k2', '{"after": "update"}');
 SELECT statesman.sequence_feed() AS sequenced;
-SELECT global_position = (SELECT max(global_position) + 1 FROM feed_before) AS next_position,
+SELECT global_position > (SELECT max(global_position) FROM feed_before) + 2 AS above_the_late_ones,
        message->>'address' AS address
-  FROM statesman.read_feed(after => (SELECT max(global_position) FROM feed_before));
+  FROM statesman.read_feed(after => (SELECT max(global_position) FROM feed_before) + 2);
 -- The objects equal a fresh install's here too.
 SELECT 'only after upgrade from 0.3.0' AS side, object FROM (SELECT * FROM pg_temp.statesman_objects() EXCEPT TABLE fresh) x
 UNION ALL

@@ -15,6 +15,8 @@
 #   - each sink holds exactly the records at or below its outbox's cursor
 #     (rows and cursor are one transaction: a page lost in the crash is lost
 #     whole);
+#   - every (position, record) that a reader was handed by read_feed before the
+#     crash still holds: no position read is given to another record;
 # then the workers are switched on and, once they caught up:
 #   - each sink holds every record of the ledger exactly once (message ids
 #     compared, each at its feed position), nothing deduplicated or skipped.
@@ -61,9 +63,21 @@ for my $round (1 .. $rounds)
 	# Let records flow and pages be delivered for a while.
 	my $t0 = time;
 	my $delivered;
+	# A reader outside the dispatchers reads the feed as it goes: every (position, record)
+	# it is handed must still hold after the crash (the ticker commits asynchronously; the
+	# feed hands on only positions whose ticks are flushed).
+	my %seen;
+	my $seen_after = query(q{SELECT COALESCE(statesman.head_position(), 0)});
 	while (1)
 	{
 		$delivered = query('SELECT count(*) FROM public.sink_small') - $sink_rows_at_start;
+		for my $row (split /\n/,
+			query("SELECT global_position, message_id FROM statesman.read_feed($seen_after, 1000, 'crash')"))
+		{
+			my ($pos, $id) = split /\|/, $row;
+			$seen{$pos} = $id;
+			$seen_after = $pos if $pos > $seen_after;
+		}
 		last if $delivered >= 1500 || time - $t0 > 20;
 		usleep(100_000);
 	}
@@ -71,8 +85,7 @@ for my $round (1 .. $rounds)
 		$_->[0] => query("SELECT COALESCE(statesman.cursor_position('$_->[0]'), 0)")
 	} @outboxes;
 	my ($head, $unsequenced) = split /\|/, query(
-		q{SELECT COALESCE(max(global_position), 0), count(*) FILTER (WHERE global_position IS NULL)
-		  FROM statesman.history});
+		q{SELECT COALESCE(head_position, 0), unsequenced_records FROM statesman.feed_status});
 
 	$node->stop('immediate');
 	my $t_crash = time;
@@ -106,10 +119,20 @@ for my $round (1 .. $rounds)
 	                WHERE current_database() || '/' || h.address || '#' || h.revision = a.id)}),
 		'0', "round $round: every acknowledged append survived the crash");
 	my ($recovered_head, $recovered_unsequenced) = split /\|/, query(
-		q{SELECT COALESCE(max(global_position), 0), count(*) FILTER (WHERE global_position IS NULL)
-		  FROM statesman.history});
+		q{SELECT COALESCE(head_position, 0), unsequenced_records FROM statesman.feed_status});
 	note sprintf('round %d: recovered with head %d and %d committed records without a position',
 		$round, $recovered_head, $recovered_unsequenced);
+	my $seen_file = "$PostgreSQL::Test::Utils::tmp_check/seen_$round.txt";
+	PostgreSQL::Test::Utils::append_to_file($seen_file, join('', map { "$_\t$seen{$_}\n" } keys %seen));
+	query(qq{CREATE TABLE seen_$round (pos bigint PRIMARY KEY, id text NOT NULL)});
+	query(qq{COPY seen_$round FROM '$seen_file'});
+	cmp_ok(scalar(keys %seen), '>', 0, "round $round: a reader was handed records before the crash");
+	is(query(qq{SELECT count(*) FROM seen_$round s
+	            LEFT JOIN statesman.read_feed((SELECT min(pos) - 1 FROM seen_$round), 1000000, 'crash') f
+	              ON f.global_position = s.pos
+	            WHERE f.message_id IS DISTINCT FROM s.id}),
+		'0', "round $round: every position a reader was handed before the crash (" . scalar(keys %seen)
+		  . ") names the same record after it");
 	for my $o (@outboxes)
 	{
 		my ($name, $table) = @$o;

@@ -109,7 +109,7 @@ note "standby before promotion: cursor $cursor, $rows rows in the sink";
 my ($rf_rc, $rf_out, $rf_err) = $standby->psql('postgres',
 	'SELECT count(*) FROM statesman.read_feed(NULL, 100000)');
 is($rf_rc == 0 ? $rf_out : 'fails: ' . (split /\n/, $rf_err)[0],
-	query($standby, 'SELECT count(*) FROM statesman.history WHERE global_position IS NOT NULL'),
+	query($standby, 'SELECT count(*) FROM statesman.history h WHERE statesman._position_of(h) IS NOT NULL'),
 	'read_feed() on the hot standby returns every replicated record that has a position');
 
 # ---------------------------------------------------------------------------

@@ -45,7 +45,7 @@ sub query { my ($db, $sql) = @_; return $node->safe_psql($db, $sql); }
 # databases (sink rows and ledger records as md5 digests of their contents).
 my %state_sql = (
 	store   => q{SELECT store || ' ' || epoch || ' ' || head_position || ' ' || oldest_position FROM statesman.store_info()},
-	ledger  => q{SELECT count(*) || ' ' || md5(string_agg(concat_ws('|', address, revision, global_position, occurred_at, operation, encode(payload, 'hex'), fingerprint, content_type, metadata), ',' ORDER BY global_position)) FROM statesman.history},
+	ledger  => q{SELECT count(*) || ' ' || md5(string_agg(concat_ws('|', address, revision, statesman._position_of(h), occurred_at, operation, encode(payload, 'hex'), fingerprint, content_type, metadata), ',' ORDER BY statesman._position_of(h))) FROM statesman.history h},
 	roots   => q{SELECT string_agg(concat_ws(':', root, fingerprint, content_type, max_revisions, max_bytes), ',' ORDER BY root) FROM statesman.roots},
 	applied => q{SELECT string_agg(concat_ws(':', consumer, feed, epoch, position), ',' ORDER BY consumer, feed) FROM statesman.applied},
 	cursors => q{SELECT string_agg(outbox_id || '=' || position, ',' ORDER BY outbox_id) FROM statesman.cursors},
@@ -121,9 +121,11 @@ for my $item (qw(store ledger roots applied cursors outboxes totals delivered si
 {
 	is($dst->{$item}, $src->{$item}, "dst keeps src's $item");
 }
-my ($seq_src) = query('src', q{SELECT last_value FROM statesman.feed_position_seq});
-my ($seq_dst) = query('dst', q{SELECT last_value FROM statesman.feed_position_seq});
-is($seq_dst, $seq_src, "dst keeps the position sequence (last_value $seq_src)");
+my $ticks_sql = q{SELECT count(*) || ' ' || md5(string_agg(concat_ws('|', tick_id, base, lo, hi, last_id, xid, snap,
+                       prev_snap, system_id), ',' ORDER BY tick_id)) FROM statesman.ticks WHERE tick_id <= };
+my $src_last_tick = query('src', q{SELECT max(tick_id) FROM statesman.ticks});
+is(query('dst', $ticks_sql . $src_last_tick), query('src', $ticks_sql . $src_last_tick),
+	"dst keeps the ticks that give the positions ($src_last_tick ticks after the first)");
 
 # The restored outboxes are picked up by dst's own workers.
 ok(defined wait_until($node,
@@ -148,7 +150,7 @@ ok(defined $took, 'dst: main and side delivered the new records');
 note sprintf('dst delivered the %d new records %.2f s after they were appended', $n_new, $took // -1);
 
 my ($new_min, $new_max, $new_min_id) = split /\|/, query('dst',
-	q{SELECT min(global_position), max(global_position), min(id) FROM statesman.history WHERE path LIKE 'new/%'});
+	q{SELECT min(statesman._position_of(h)), max(statesman._position_of(h)), min(id) FROM statesman.history h WHERE path LIKE 'new/%'});
 cmp_ok($new_min, '>', $src_head, "new records get positions above the restored head ($new_min > $src_head)");
 cmp_ok($new_min_id, '>', $max_id,
 	"new records get insert-order ids above the restored ones ($new_min_id > $max_id): "
@@ -165,7 +167,7 @@ for my $t ([ 'main', 'statesman.delivered' ], [ 'side', 'public.sink_side' ])
 		        WHERE NOT EXISTS (SELECT FROM $table t
 		                          WHERE t.message->>'address' = h.address
 		                            AND (t.message->>'revision')::bigint = h.revision
-		                            AND t.global_position = h.global_position))});
+		                            AND t.global_position = statesman._position_of(h)))});
 	is_deeply([ $rows, $distinct, $new_rows, $missing ], [ $n_old + $n_new, $n_old + $n_new, $n_new, 0 ],
 		"dst $table: the $n_old restored rows plus exactly the $n_new new ones, each once, none missing");
 	my $item = $outbox eq 'main' ? 'delivered' : 'sink_side';

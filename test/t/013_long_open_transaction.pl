@@ -103,7 +103,7 @@ my ($p50, $p99, $max) = split /\|/, $w->run(
 	         round(1000 * percentile_cont(0.99) WITHIN GROUP (ORDER BY d)),
 	         round(1000 * max(d))
 	  FROM (SELECT extract(epoch FROM t.published_at - h.occurred_at) AS d
-	        FROM public.sink_lo t JOIN statesman.history h ON h.global_position = t.global_position
+	        FROM public.sink_lo t JOIN statesman.history h ON statesman._position_of(h) = t.global_position
 	        WHERE t.message->>'path' LIKE 'flow/%') x});
 note sprintf('while a writing transaction stayed open %d s, %d records of other sessions reached the sink '
 	  . 'in p50 %d ms, p99 %d ms, max %d ms (append to delivery)', $hold_writer, $n_flow, $p50, $p99, $max);
@@ -113,7 +113,7 @@ my $t_commit = time;
 $took = wait_until(q{SELECT count(*) = 2 FROM public.sink_lo WHERE message->>'path' LIKE 'held/%'}, $poll + 2);
 ok(defined $took, "after its COMMIT its records are delivered within poll_interval ($poll s) + 2 s");
 note sprintf('held records delivered %.0f ms after the COMMIT returned', 1000 * ($took // -1));
-is($w->run(q{SELECT min(h.global_position) > max(f.global_position)
+is($w->run(q{SELECT min(statesman._position_of(h)) > max(statesman._position_of(f))
              FROM statesman.history h, statesman.history f
              WHERE h.path LIKE 'held/%' AND f.path LIKE 'flow/%'}),
 	't', 'the held records got positions above every record delivered while they were open (F1)');
@@ -159,7 +159,7 @@ my $ledger = $w->run(q{SELECT count(*) FROM statesman.history WHERE root = 'lo'}
 is($ledger, $n_flow + 2 + $n_blocked, "the ledger holds the $ledger appended records");
 is($w->run(q{SELECT count(*) || '/' || count(DISTINCT message_id) || '/' ||
                     (SELECT count(*) FROM statesman.history h WHERE NOT EXISTS (
-                        SELECT FROM public.sink_lo t WHERE t.global_position = h.global_position
+                        SELECT FROM public.sink_lo t WHERE t.global_position = statesman._position_of(h)
                           AND t.message->>'address' = h.address
                           AND (t.message->>'revision')::bigint = h.revision))
              FROM public.sink_lo}),

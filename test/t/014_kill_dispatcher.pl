@@ -231,7 +231,7 @@ for my $k (1 .. $n_kills)
 		}
 		my $row = watch(
 			qq{SELECT a.state = 'active' AND a.query = 'statesman: delivering',
-			          COALESCE((SELECT max(h.global_position) FROM statesman.history h), 0)
+			          COALESCE(statesman.head_position(), 0)
 			            - COALESCE(statesman.cursor_position('$outbox'), 0)
 			   FROM pg_stat_activity a
 			   WHERE a.pid = $leader AND a.backend_type = 'statesman dispatcher'});
@@ -307,7 +307,7 @@ $restarts += $_->{starts} - 1 for @writers;
 
 ok( $node->poll_query_until(
 		'postgres', q{
-		SELECT NOT EXISTS (SELECT FROM statesman.history WHERE global_position IS NULL)
+		SELECT (SELECT unsequenced_records FROM statesman.feed_status) = 0
 		   AND count(*) = 2 AND bool_and(cursor_position = head_position)
 		FROM statesman.outbox_status}),
 	'both outboxes caught up with the feed')
@@ -319,7 +319,7 @@ my $t_caught_up = time;
 # ---------------------------------------------------------------------------
 my %ledger;    # position -> message id
 for (split /\n/, query(
-	q{SELECT h.global_position, s.store || '/' || h.address || '#' || h.revision
+	q{SELECT statesman._position_of(h), s.store || '/' || h.address || '#' || h.revision
 	  FROM statesman.history h CROSS JOIN statesman.store_info() s
 	  WHERE h.root = 'flow'}))
 {
@@ -332,7 +332,7 @@ cmp_ok($n_ledger, '>=', $total, "the ledger holds at least the $total acknowledg
 # The table sink.
 my ($rows, $distinct, $stray, $missing) = split /\|/, query(
 	q{WITH s AS (SELECT store FROM statesman.store_info()),
-	       l AS (SELECT s.store || '/' || h.address || '#' || h.revision AS id, h.global_position
+	       l AS (SELECT s.store || '/' || h.address || '#' || h.revision AS id, statesman._position_of(h) AS global_position
 	             FROM statesman.history h, s WHERE h.root = 'flow')
 	  SELECT (SELECT count(*) FROM public.flow_sink),
 	         (SELECT count(DISTINCT message_id) FROM public.flow_sink),

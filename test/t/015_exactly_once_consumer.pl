@@ -88,14 +88,14 @@ for my $t (0 .. 9)
 		                    jsonb_build_object('amount', (i * 7919) % 997 + 1)) a});
 }
 ok( $node->poll_query_until(
-		'postgres', q{SELECT NOT EXISTS (SELECT FROM statesman.history WHERE global_position IS NULL)
+		'postgres', q{SELECT (SELECT unsequenced_records FROM statesman.feed_status) = 0
 		                 AND cursor_position = head_position
 		              FROM statesman.outbox_status WHERE outbox_id = 'payments'}),
 	'the outbox delivered them')
   or BAIL_OUT('no delivery');
 my ($n_ledger, $sum, $last_pos, $store, $epoch) = split /\|/, query(
 	q{SELECT count(*), sum((convert_from(h.payload, 'UTF8')::jsonb ->> 'amount')::bigint),
-	         max(h.global_position), s.store, s.epoch
+	         max(statesman._position_of(h)), s.store, s.epoch
 	  FROM statesman.history h CROSS JOIN statesman.store_info() s
 	  WHERE h.root = 'pay' GROUP BY s.store, s.epoch});
 is($n_ledger, $n_records,

@@ -106,7 +106,7 @@ sub acked
 # Outbox $outbox's cursor against sink table $table, for the records of root $root: the
 # cursor, the sink's rows, its distinct message ids, its rows that match no record at or
 # below the cursor (by id and position), and the records at or below the cursor it lacks.
-# Reads the tables directly: read_feed() would sequence.
+# Reads the tables directly (positions by statesman._position_of): read_feed() would sequence.
 sub sink_vs_cursor
 {
 	my ($node, $root, $outbox, $table) = @_;
@@ -114,9 +114,9 @@ sub sink_vs_cursor
 		'postgres', qq{
 		WITH c AS (SELECT COALESCE(statesman.cursor_position('$outbox'), 0) AS pos),
 		     mine AS (SELECT current_database() || '/' || h.address || '#' || h.revision AS id,
-		                     h.global_position
+		                     statesman._position_of(h) AS global_position
 		              FROM statesman.history h, c
-		              WHERE h.root = '$root' AND h.global_position <= c.pos)
+		              WHERE h.root = '$root' AND statesman._position_of(h) <= c.pos)
 		SELECT (SELECT pos FROM c),
 		       (SELECT count(*) FROM $table),
 		       (SELECT count(DISTINCT message_id) FROM $table),

@@ -1,0 +1,97 @@
+--
+-- feed_ticks: positions come from ticks, never from a rewrite of the ledger row (F6), and
+-- never move once readable, also when retention prunes the records around them and the ticks
+-- whose records are all gone (docs/feed.md).
+--
+CREATE EXTENSION IF NOT EXISTS statesman;
+-- Gives a position to everything committed so far.
+CREATE FUNCTION pg_temp.settle() RETURNS boolean LANGUAGE plpgsql AS $$
+BEGIN
+  FOR i IN 1..1000 LOOP
+    PERFORM statesman.sequence_feed();
+    IF statesman._unsequenced() = 0 THEN
+      RETURN true;
+    END IF;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+  RETURN false;
+END $$;
+
+--
+-- Retention between positions. Records of two roots, interleaved, each sequenced on its own
+-- (one tick each), all kept; then root ticks-prune keeps one revision per address, and the
+-- next append of each of its addresses prunes the older ones: records between the positions
+-- of ticks-keep's records, which stay.
+--
+SELECT statesman.declare_root('ticks-prune');
+SELECT count(*) AS appended
+  FROM generate_series(1, 12) i,
+       LATERAL (SELECT * FROM statesman.append(CASE WHEN i % 2 = 0 THEN 'ticks-keep' ELSE 'ticks-prune' END,
+                                               'k' || (i % 3), jsonb_build_object('i', i))) a,
+       LATERAL (SELECT statesman.sequence_feed()) s;
+SELECT pg_temp.settle() AS sequenced;
+CREATE TEMP TABLE before_prune AS
+    SELECT global_position, message_id, message FROM statesman.read_feed(NULL, 100000)
+     WHERE message->>'root' IN ('ticks-keep', 'ticks-prune');
+SELECT count(*) AS records, count(DISTINCT global_position) AS positions FROM before_prune;
+SELECT statesman.declare_root('ticks-prune', max_revisions => 1);
+SELECT count(*) AS appended
+  FROM generate_series(1, 3) i, LATERAL statesman.append('ticks-prune', 'k' || (i % 3), '{"last": true}') a;
+SELECT pg_temp.settle() AS sequenced;
+CREATE TEMP TABLE after_prune AS
+    SELECT global_position, message_id, message FROM statesman.read_feed(NULL, 100000)
+     WHERE message->>'root' IN ('ticks-keep', 'ticks-prune');
+-- Pruned: the six records of ticks-prune from before; all but the first lay between records
+-- that stay.
+SELECT count(*) AS pruned,
+       count(*) FILTER (WHERE b.global_position > (SELECT min(a.global_position) FROM after_prune a)
+                          AND b.global_position < (SELECT max(a.global_position) FROM after_prune a
+                                                   WHERE a.message->>'root' = 'ticks-keep')) AS between_survivors
+  FROM before_prune b WHERE b.message_id NOT IN (SELECT message_id FROM after_prune);
+-- Every survivor is at the position, with the message, it had before the pruning.
+SELECT count(*) AS survivors_compared,
+       count(*) FILTER (WHERE a.global_position <> b.global_position OR a.message <> b.message) AS moved
+  FROM after_prune a JOIN before_prune b ON b.message_id = a.message_id;
+-- The three new records are above every position read before.
+SELECT count(*) AS new_records, bool_and(a.global_position > (SELECT max(global_position) FROM before_prune)) AS above
+  FROM after_prune a WHERE a.message_id NOT IN (SELECT message_id FROM before_prune);
+
+-- The ticks whose records are all gone can go, and that moves no position either. (The
+-- records of the earlier tests are still there, so only whole ticks of this root go: prune
+-- the ledger below this root's first survivor first.)
+DELETE FROM statesman.history h
+ WHERE h.id < (SELECT min(x.id) FROM statesman.history x WHERE x.root IN ('ticks-keep', 'ticks-prune'));
+SELECT statesman._prune_ticks() > 0 AS ticks_pruned;
+SELECT count(*) AS ticks_left_below_the_ledger FROM statesman.ticks t
+ WHERE t.hi < (SELECT min(h.id) FROM statesman.history h) AND t.hi >= t.lo
+   AND t.tick_id < (SELECT max(x.tick_id) FROM statesman.ticks x WHERE x.hi >= x.lo);
+SELECT count(*) AS moved_by_tick_pruning
+  FROM (SELECT global_position, message_id, message FROM statesman.read_feed(NULL, 100000)
+         WHERE message->>'root' IN ('ticks-keep', 'ticks-prune')) a
+  FULL JOIN after_prune b ON b.message_id = a.message_id
+ WHERE a.global_position IS DISTINCT FROM b.global_position OR a.message IS DISTINCT FROM b.message;
+SELECT (SELECT oldest_position FROM statesman.store_info()) = (SELECT min(global_position) FROM after_prune)
+       AS oldest_is_the_first_survivor;
+
+--
+-- F6: no UPDATE of a ledger row gives positions. Appends in autocommit and in one
+-- transaction that sequences its own records, then the ticker; the statistics of
+-- statesman.history count the inserts and no update.
+--
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT n_tup_ins AS ins0, n_tup_upd AS upd0 FROM pg_stat_user_tables
+ WHERE relid = 'statesman.history'::regclass \gset
+SELECT count(*) AS appended FROM generate_series(1, 20) i, LATERAL statesman.append('ticks-f6', 'a/' || i, '{}') a;
+BEGIN;
+SELECT count(*) AS appended FROM generate_series(1, 20) i, LATERAL statesman.append('ticks-f6', 'b/' || i, '{}') a;
+SELECT statesman.sequence_feed() IS NOT NULL AS sequenced_in_transaction;
+SELECT count(*) AS readable_in_transaction FROM statesman.read_feed(NULL, 100000, 'ticks-f6');
+COMMIT;
+SELECT pg_temp.settle() AS sequenced;
+SELECT count(*) AS in_feed, count(DISTINCT global_position) AS positions
+  FROM statesman.read_feed(NULL, 100000, 'ticks-f6');
+SELECT pg_stat_force_next_flush();
+SELECT pg_stat_clear_snapshot();
+SELECT n_tup_ins - :ins0 AS inserted, n_tup_upd - :upd0 AS updated
+  FROM pg_stat_user_tables WHERE relid = 'statesman.history'::regclass;
