@@ -21,8 +21,8 @@ SELECT * FROM statesman.append_bytes('rp-a', 'late', '\x03', NULL);
 SELECT * FROM statesman.append('rp-b', 'two', '{"b": 2}');
 SELECT * FROM statesman.append('rp-a', 'json', '{"a": [1, "x\ty"]}');
 SELECT statesman.sequence_feed() > 0 AS sequenced;
-SELECT address, fingerprint, content_type FROM statesman.history
- WHERE global_position > :base ORDER BY global_position;
+SELECT address, fingerprint, content_type FROM statesman.history h
+ WHERE statesman._position_of(h) > :base ORDER BY statesman._position_of(h);
 
 -- _feed_page: after, upto, root and max_records as its contract says; the record's own
 -- envelope only.
@@ -42,14 +42,14 @@ SELECT count(*) AS messages,
        count(*) FILTER (WHERE f.message = m.message AND f.message::text = m.message::text
                         AND f.message_id = m.message->>'messageId') AS same_as_message
   FROM statesman.read_feed(:base, 100) f
-  JOIN (SELECT h.global_position,
+  JOIN (SELECT statesman._position_of(h) AS global_position,
                statesman._message(s.store, s.epoch, h.address, h.root, h.path, h.partition, h.revision,
-                   h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                   statesman._position_of(h), h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
                    h.source, COALESCE(h.fingerprint, r.fingerprint), COALESCE(h.content_type, r.content_type),
                    h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error) AS message
           FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
          CROSS JOIN (SELECT COALESCE(store_name, current_database()) AS store, epoch FROM statesman.store) s
-         WHERE h.global_position > :base) m USING (global_position);
+         WHERE statesman._position_of(h) > :base) m USING (global_position);
 -- The jsonb is written in its binary form directly: byte for byte (record_image_eq, *=) what
 -- PostgreSQL makes of the same message's text, also with metadata of every shape (an object
 -- with nested numbers that need alignment, an array, a scalar, a string).
@@ -64,14 +64,14 @@ SELECT count(*) AS messages,
        count(*) FILTER (WHERE ROW(f.message)::rp.image *= ROW(t.message::jsonb)::rp.image) AS same_bytes,
        count(*) FILTER (WHERE f.message::text = t.message) AS same_text
   FROM statesman.read_feed(:base, 100) f
-  JOIN (SELECT h.global_position,
+  JOIN (SELECT statesman._position_of(h) AS global_position,
                statesman._message_text(s.store, s.epoch, h.address, h.root, h.path, h.partition, h.revision,
-                   h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                   statesman._position_of(h), h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
                    h.source, COALESCE(h.fingerprint, r.fingerprint), COALESCE(h.content_type, r.content_type),
                    h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error) AS message
           FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
          CROSS JOIN (SELECT COALESCE(store_name, current_database()) AS store, epoch FROM statesman.store) s
-         WHERE h.global_position > :base) t USING (global_position);
+         WHERE statesman._position_of(h) > :base) t USING (global_position);
 SELECT f.message->'metadata' AS metadata FROM statesman.read_feed(:mbase, 100) f ORDER BY f.global_position;
 
 -- The root argument is lower-cased; a page is at most max_records, also for one root.
@@ -92,16 +92,16 @@ SELECT d.global_position - :base AS position, d.message->>'address' AS address,
 SELECT count(*) AS delivered,
        count(*) FILTER (WHERE d.message = m.message AND d.message_id = m.message->>'messageId') AS same_as_message
   FROM rp.delivered d
-  JOIN (SELECT h.global_position,
+  JOIN (SELECT statesman._position_of(h) AS global_position,
                statesman._message(s.store, s.epoch, h.address, h.root, h.path, h.partition, h.revision,
-                   h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
+                   statesman._position_of(h), h.occurred_at, h.operation, h.status, h.value_type, h.schema_version,
                    h.source, COALESCE(h.fingerprint, o.fingerprint, r.fingerprint),
                    COALESCE(h.content_type, o.payload_content_type, r.content_type),
                    h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error) AS message
           FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root
          CROSS JOIN statesman.outboxes o
          CROSS JOIN (SELECT COALESCE(store_name, current_database()) AS store, epoch FROM statesman.store) s
-         WHERE h.global_position > :base AND o.outbox_id = 'rp-table') m USING (global_position);
+         WHERE statesman._position_of(h) > :base AND o.outbox_id = 'rp-table') m USING (global_position);
 SELECT position = statesman.head_position() AS cursor_at_head,
        (SELECT published_total FROM statesman.outbox_status WHERE outbox_id = 'rp-table') AS published_total
   FROM statesman.cursors WHERE outbox_id = 'rp-table';

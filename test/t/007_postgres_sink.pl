@@ -233,7 +233,7 @@ is( remote_query(
 	'envx: the record\'s envelope, else the outbox\'s, else the root\'s; only the root\'s records');
 my %built = map { split /\|/, $_, 2 } split /\n/, query(
 	q{SELECT h.address, statesman._message(s.store, s.epoch, h.address, h.root, h.path, h.partition, h.revision,
-	         h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, h.source,
+	         statesman._position_of(h), h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, h.source,
 	         COALESCE(h.fingerprint, o.fingerprint, r.fingerprint), COALESCE(h.content_type, o.payload_content_type, r.content_type),
 	         h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error)::text
 	  FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root

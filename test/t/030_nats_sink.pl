@@ -227,7 +227,7 @@ query("SELECT statesman.drop_outbox('patient')");
 # Small pages, so that the kills land while the backlog drains.
 $nats->add_stream('KILLS', 'sm.kills');
 query("SELECT statesman.alter_outbox('routed', batch_size => 20)");
-my $start = query('SELECT max(global_position) FROM statesman.history');
+my $start = query('SELECT statesman.head_position()');
 query("SELECT count(*) FROM generate_series(1, 20000) g, "
 	  . "LATERAL statesman.append('kills', 'k' || (g % 100), jsonb_build_object('g', g)) a");
 my $killed = 0;
