@@ -130,7 +130,8 @@ sub live_window
            round(percentile_cont(0.99) WITHIN GROUP (ORDER BY pub_ms)::numeric, 1)
     FROM (SELECT extract(epoch FROM pg_xact_commit_timestamp(d.xmin) - h.occurred_at) * 1000 AS ms,
                  extract(epoch FROM d.published_at - h.occurred_at) * 1000 AS pub_ms
-          FROM bench.live d JOIN statesman.history h ON h.global_position = d.global_position
+          FROM bench.live d JOIN statesman.history h
+            ON h.address = d.message->>'address' AND h.revision = (d.message->>'revision')::bigint
           WHERE d.global_position > $pos0 AND d.global_position <= $pos1) x");
 	my ($n, $p50, $p95, $p99, $max) = @row;
 	$b->fail("bench: no records delivered in the $label window") if $n == 0 || $p50 eq '';
@@ -436,12 +437,12 @@ sub read_breakdown
 	$pages = int($total / $READ_PAGE) - 1 if int($total / $READ_PAGE) - 1 < $pages;
 	$D->{read_part_pages} = $pages;
 	my ($store, $epoch) = $b->row('SELECT COALESCE(store_name, current_database()), epoch FROM statesman.store');
-	my $from = "FROM statesman.history h LEFT JOIN statesman.roots r ON r.root = h.root WHERE h.global_position > :after ORDER BY h.global_position LIMIT $READ_PAGE";
+	my $from = "FROM statesman._feed_page(:after, NULL, $READ_PAGE, NULL) h LEFT JOIN statesman.roots r ON r.root = h.root";
 	my $args = "'$store', '$epoch'::uuid, h.address, h.root, h.path, h.partition, h.revision, h.global_position, h.occurred_at, h.operation, h.status, h.value_type, h.schema_version, h.source, COALESCE(h.fingerprint, r.fingerprint), COALESCE(h.content_type, r.content_type), h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error";
 	my $msg = "SELECT h.global_position, '$store/' || h.address || '#' || h.revision AS message_id, h.address, h.revision";
 	my %query = (
-		positions => "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total FROM (SELECT h.global_position FROM statesman.history h WHERE h.global_position > :after ORDER BY h.global_position LIMIT $READ_PAGE) f",
-		rows => "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(f::text)) AS bytes FROM (SELECT h.* FROM statesman.history h WHERE h.global_position > :after ORDER BY h.global_position LIMIT $READ_PAGE) f",
+		positions => "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total FROM (SELECT h.global_position FROM statesman._feed_page(:after, NULL, $READ_PAGE, NULL) h) f",
+		rows => "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(f::text)) AS bytes FROM (SELECT h.* FROM statesman._feed_page(:after, NULL, $READ_PAGE, NULL) h) f",
 		message => "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM ($msg, statesman._message($args) AS message $from) f",
 		message_text => "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message)) AS bytes FROM ($msg, statesman._message_text($args) AS message $from) f",
 		read_feed => "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM statesman.read_feed(:after, $READ_PAGE) f");
@@ -545,7 +546,7 @@ SQL
 		$b->q('SELECT statesman.sequence_feed(100000)');
 		usleep(100_000);
 	}
-	my ($appended, $target) = $b->row('SELECT count(*), max(global_position) FROM statesman.history');
+	my ($appended, $target) = $b->row('SELECT count(*), statesman.head_position() FROM statesman.history');
 	$b->fail("bench: the backlog holds $appended records, not $total") unless $appended == $total;
 	$b->say('  backlog: ' . fmt_int($total) . " records, all sequenced (head $target); VACUUM ANALYZE");
 	$b->q("VACUUM ANALYZE statesman.history;\nCHECKPOINT");
@@ -745,7 +746,7 @@ sub read_breakdown_report
 	my ($b, $R) = @_;
 	my $D = $R->{delivery};
 	my %what = (
-		positions    => 'the index scan of `history_global_position` alone: positions only',
+		positions    => 'the page read alone (`statesman._feed_page`: the ticks, then the rows they hold): positions only',
 		rows         => '+ the history rows (heap fetch), rendered to text',
 		message      => "read_feed's query as plain SQL: + the roots join, the message id, `_message` (jsonb) rendered to text (instead of the row)",
 		message_text => 'the same with `_message_text` (JSON text written directly, what the sinks outside the database send) instead of jsonb rendered to text',

@@ -47,7 +47,7 @@ sub own_backlog
 		$b->q('SELECT statesman.sequence_feed(100000)');
 	}
 	$b->q("VACUUM ANALYZE statesman.history;\nCHECKPOINT");
-	return $b->row('SELECT count(*), max(global_position) FROM statesman.history');
+	return $b->row('SELECT count(*), statesman.head_position() FROM statesman.history');
 }
 
 # One drain of the backlog by a fresh outbox into a fresh topic of $partitions partitions. The
@@ -140,7 +140,7 @@ sub measure
 	if ($R->{delivery} && $R->{delivery}{n})
 	{
 		$total  = $R->{delivery}{n};
-		$target = $b->q('SELECT max(global_position) FROM statesman.history');
+		$target = $b->q('SELECT statesman.head_position()');
 	}
 	else
 	{

@@ -62,7 +62,7 @@ sub measure
 	my $s = $b->s;
 	my $N = $R->{nats} = {};
 	own_backlog($b, $R) unless $R->{delivery} && $R->{delivery}{n};
-	my ($total, $target) = $b->row('SELECT count(*), max(global_position) FROM statesman.history');
+	my ($total, $target) = $b->row('SELECT count(*), statesman.head_position() FROM statesman.history');
 	$b->fail("bench: nats: no backlog") unless $total > 0;
 	$N->{n}     = $total;
 	$N->{bytes} = $b->q('SELECT round(avg(octet_length(message::text))) FROM statesman.read_feed(NULL, 1000)');

@@ -80,11 +80,9 @@ sub sample
            COALESCE(s.leader_pid, (SELECT pid FROM pg_stat_activity WHERE backend_type = 'statesman dispatcher'
                                    AND datname = current_database() LIMIT 1), 0)
     FROM statesman.outbox_status s
-    CROSS JOIN LATERAL (SELECT count(*) AS n, min(h.occurred_at) AS oldest
-                        FROM statesman.history h WHERE h.global_position IS NULL) u
-    LEFT JOIN LATERAL (SELECT h.occurred_at FROM statesman.history h
-                       WHERE h.global_position > COALESCE(s.cursor_position, 0)
-                       ORDER BY h.global_position LIMIT 1) nxt ON true
+    CROSS JOIN LATERAL (SELECT COALESCE(f.unsequenced_records, 0) AS n, NULL::timestamptz AS oldest
+                        FROM statesman.feed_status f) u
+    LEFT JOIN LATERAL (SELECT statesman._next_occurred_at(COALESCE(s.cursor_position, 0)) AS occurred_at) nxt ON true
     WHERE s.outbox_id = 'steady'");
 	my ($rss, $anon) = proc_mem($pid);
 	my $elapsed = sprintf('%.0f', $now - $t0);
@@ -168,7 +166,8 @@ sub measure
 	# Per record of the run: append (occurred_at) → commit of the sink transaction that
 	# inserted it, as in the latency windows of the delivery part.
 	my $ms = "extract(epoch FROM pg_xact_commit_timestamp(d.xmin) - h.occurred_at) * 1000";
-	my $rows = "FROM statesman.delivered d JOIN statesman.history h ON h.global_position = d.global_position
+	my $rows = "FROM statesman.delivered d JOIN statesman.history h
+            ON h.address = d.message->>'address' AND h.revision = (d.message->>'revision')::bigint
           WHERE d.global_position > $S->{head0} AND d.global_position <= $pos1";
 	$S->{lat} = [ $b->row("
     SELECT count(*),
