@@ -157,8 +157,8 @@ void LoadEnvelope(Envelope &e, MemoryContext cxt) {
     ctl.keysize = kRootKeyBytes;
     ctl.entrysize = sizeof(RootFallback);
     ctl.hcxt = cxt;
-    e.roots = hash_create("statesman roots", static_cast<long>(SPI_processed), &ctl,
-                          HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
+    e.roots =
+        hash_create("statesman roots", static_cast<long>(SPI_processed), &ctl, HASH_ELEM | HASH_STRINGS | HASH_CONTEXT);
     for (uint64 i = 0; i < SPI_processed; ++i) {
       HeapTuple t = SPI_tuptable->vals[i];
       char *root = SPI_getvalue(t, SPI_tuptable->tupdesc, 1);
@@ -180,9 +180,13 @@ void LoadEnvelope(Envelope &e, MemoryContext cxt) {
 void SetOutboxFallbacks(Envelope &e, const Value &fingerprint, const Value &content_type, MemoryContext cxt) {
   MemoryContext old = MemoryContextSwitchTo(cxt);
   e.outbox_fingerprint_null = !fingerprint.has_value();
-  if (fingerprint) e.outbox_fingerprint = PointerGetDatum(cstring_to_text_with_len(fingerprint->data(), static_cast<int>(fingerprint->size())));
+  if (fingerprint)
+    e.outbox_fingerprint =
+        PointerGetDatum(cstring_to_text_with_len(fingerprint->data(), static_cast<int>(fingerprint->size())));
   e.outbox_content_type_null = !content_type.has_value();
-  if (content_type) e.outbox_content_type = PointerGetDatum(cstring_to_text_with_len(content_type->data(), static_cast<int>(content_type->size())));
+  if (content_type)
+    e.outbox_content_type =
+        PointerGetDatum(cstring_to_text_with_len(content_type->data(), static_cast<int>(content_type->size())));
   MemoryContextSwitchTo(old);
 }
 
@@ -227,7 +231,8 @@ const RootFallback *FindRoot(PageReceiver *r, Datum root) {
   memcpy(r->last_root, VARDATA_ANY(t), len);
   r->last_root[len] = '\0';
   r->last_root_len = len;
-  r->last_fallback = static_cast<const RootFallback *>(hash_search(r->envelope->roots, r->last_root, HASH_FIND, nullptr));
+  r->last_fallback =
+      static_cast<const RootFallback *>(hash_search(r->envelope->roots, r->last_root, HASH_FIND, nullptr));
   return r->last_fallback;
 }
 
@@ -237,16 +242,26 @@ void FillInput(PageReceiver *r, const Datum *v, const bool *isnull, MessageInput
   static constexpr struct {
     MessageField field;
     FeedColumn column;
-  } kMap[] = {{kAddress, cAddress},         {kRoot, cRoot},
-              {kPath, cPath},               {kPartition, cPartition},
-              {kRevision, cRevision},       {kGlobalPosition, cPosition},
-              {kOccurredAt, cOccurredAt},   {kOperation, cOperation},
-              {kStatus, cStatus},           {kValueType, cValueType},
-              {kSchemaVersion, cSchemaVersion}, {kSource, cSource},
-              {kFingerprint, cFingerprint}, {kContentType, cContentType},
-              {kSerializerId, cSerializerId}, {kPayload, cPayload},
-              {kCorrelationId, cCorrelationId}, {kCausationId, cCausationId},
-              {kMetadata, cMetadata},       {kError, cError}};
+  } kMap[] = {{kAddress, cAddress},
+              {kRoot, cRoot},
+              {kPath, cPath},
+              {kPartition, cPartition},
+              {kRevision, cRevision},
+              {kGlobalPosition, cPosition},
+              {kOccurredAt, cOccurredAt},
+              {kOperation, cOperation},
+              {kStatus, cStatus},
+              {kValueType, cValueType},
+              {kSchemaVersion, cSchemaVersion},
+              {kSource, cSource},
+              {kFingerprint, cFingerprint},
+              {kContentType, cContentType},
+              {kSerializerId, cSerializerId},
+              {kPayload, cPayload},
+              {kCorrelationId, cCorrelationId},
+              {kCausationId, cCausationId},
+              {kMetadata, cMetadata},
+              {kError, cError}};
   const Envelope &e = *r->envelope;
   in.value[kStore] = e.store;
   in.isnull[kStore] = false;
@@ -419,7 +434,9 @@ std::vector<Row> KeptQuery(SPIPlanPtr &plan, const char *sql, const std::vector<
     for (int i = 0; i < nargs; ++i) {
       types[i] = TEXTOID;
       nulls[i] = !params[i].has_value();
-      values[i] = nulls[i] ? 0 : PointerGetDatum(cstring_to_text_with_len(params[i]->data(), static_cast<int>(params[i]->size())));
+      values[i] =
+          nulls[i] ? 0
+                   : PointerGetDatum(cstring_to_text_with_len(params[i]->data(), static_cast<int>(params[i]->size())));
     }
     RunPlan(KeptPlan(plan, sql, nargs, types), nargs, values, nulls, nullptr);
     nrows = SPI_processed;
@@ -428,7 +445,8 @@ std::vector<Row> KeptQuery(SPIPlanPtr &plan, const char *sql, const std::vector<
       ncols = SPI_tuptable->tupdesc->natts;
       out = static_cast<char **>(palloc0(sizeof(char *) * nrows * ncols));
       for (uint64 r = 0; r < nrows; ++r)
-        for (int c = 0; c < ncols; ++c) out[r * ncols + c] = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1);
+        for (int c = 0; c < ncols; ++c)
+          out[r * ncols + c] = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1);
     }
     SPI_freetuptable(SPI_tuptable);
     return out;
@@ -529,15 +547,17 @@ struct Head {
 };
 
 Head ReadHead(const std::string &outbox_id) {
-  KeptQueryValue(lock_plan,
-                 "SELECT pg_catalog.pg_advisory_xact_lock_shared(statesman._lock_space('page'), statesman._lease_key($1))",
-                 {outbox_id});
-  std::vector<Row> rows = KeptQuery(head_plan,
-      "SELECT o.enabled, o.root, o.batch_size, o.fingerprint, o.payload_content_type, o.xmin::text, "
-      "  o.sink_options::text, o.sink_options->>'table', c.position "
-      "FROM statesman.outboxes o LEFT JOIN statesman.cursors c ON c.outbox_id = o.outbox_id "
-      "WHERE o.outbox_id = $1",
+  KeptQueryValue(
+      lock_plan,
+      "SELECT pg_catalog.pg_advisory_xact_lock_shared(statesman._lock_space('page'), statesman._lease_key($1))",
       {outbox_id});
+  std::vector<Row> rows =
+      KeptQuery(head_plan,
+                "SELECT o.enabled, o.root, o.batch_size, o.fingerprint, o.payload_content_type, o.xmin::text, "
+                "  o.sink_options::text, o.sink_options->>'table', c.position "
+                "FROM statesman.outboxes o LEFT JOIN statesman.cursors c ON c.outbox_id = o.outbox_id "
+                "WHERE o.outbox_id = $1",
+                {outbox_id});
   Head h;
   if (rows.empty()) return h;
   const Row &r = rows[0];
@@ -557,8 +577,7 @@ Head ReadHead(const std::string &outbox_id) {
 // The records of a page after `after` (at most batch_size), read by one _feed_page call into a
 // receiver of this form, with the outbox's envelope. Under Call; the receiver is in page_cxt.
 PageReceiver *ReadPageRecords(Form form, int64 after, int batch_size, const Value &root, const Value &fingerprint,
-                              const Value &content_type, MemoryContext page_cxt,
-                              std::vector<sink::Message> *messages) {
+                              const Value &content_type, MemoryContext page_cxt, std::vector<sink::Message> *messages) {
   Envelope *e = static_cast<Envelope *>(MemoryContextAllocZero(page_cxt, sizeof(Envelope)));
   e->outbox_fingerprint_null = e->outbox_content_type_null = true;
   LoadEnvelope(*e, page_cxt);
@@ -843,8 +862,7 @@ extern "C" Datum statesman_read_feed(PG_FUNCTION_ARGS) {
            c == '-';
     }
     if (!ok)
-      ereport(ERROR,
-              (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("root must match ^[A-Za-z0-9_.-]{1,63}$")));
+      ereport(ERROR, (errcode(ERRCODE_INVALID_PARAMETER_VALUE), errmsg("root must match ^[A-Za-z0-9_.-]{1,63}$")));
     for (size_t i = 0; i < len; ++i)
       if (root[i] >= 'A' && root[i] <= 'Z') root[i] = static_cast<char>(root[i] - 'A' + 'a');
   }
@@ -863,7 +881,8 @@ extern "C" Datum statesman_read_feed(PG_FUNCTION_ARGS) {
           upto = 0;
         has_upto = true;
       }
-      MemoryContext page_cxt = AllocSetContextCreate(CurrentMemoryContext, "statesman read_feed", ALLOCSET_DEFAULT_SIZES);
+      MemoryContext page_cxt =
+          AllocSetContextCreate(CurrentMemoryContext, "statesman read_feed", ALLOCSET_DEFAULT_SIZES);
       Envelope *e = static_cast<Envelope *>(MemoryContextAllocZero(page_cxt, sizeof(Envelope)));
       e->outbox_fingerprint_null = e->outbox_content_type_null = true;
       LoadEnvelope(*e, page_cxt);

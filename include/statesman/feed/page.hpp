@@ -21,14 +21,14 @@ namespace statesman::pg {
 // row and cursor read once, the page's records read by statesman._feed_page once, and the
 // messages of the records the outbox publishes (its root) built as JSON text.
 struct OutboxPage {
-  std::string status;        // "ready", "empty", "paused" or "gone"
-  int64_t after = 0;         // the cursor before the page (0 when it has none)
-  int64_t last_position = 0; // the cursor after the page (when read > 0)
-  int64_t read = 0;          // feed records in the page; -1 when reading it failed (unbuilt)
-  int64_t matching = 0;      // of them, the records the outbox publishes
+  std::string status;         // "ready", "empty", "paused" or "gone"
+  int64_t after = 0;          // the cursor before the page (0 when it has none)
+  int64_t last_position = 0;  // the cursor after the page (when read > 0)
+  int64_t read = 0;           // feed records in the page; -1 when reading it failed (unbuilt)
+  int64_t matching = 0;       // of them, the records the outbox publishes
   int batch_size = 0;
-  bool full_page = false;    // the page had batch_size records: more may follow at once
-  std::string version;       // the outbox row's version (xmin) the messages were built under
+  bool full_page = false;  // the page had batch_size records: more may follow at once
+  std::string version;     // the outbox row's version (xmin) the messages were built under
   // What built the messages: the outbox's root filter and envelope fallbacks.
   std::optional<std::string> root, fingerprint, content_type;
   // Set when a message of the page cannot be built (a record too large for a message): why.
