@@ -224,8 +224,10 @@ class KafkaSink : public Sink {
     for (const std::string &s : secrets_) what = Redact(std::move(what), s);
     return prefix_ + what;
   }
-  static void OnDelivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque);
-  static void OnError(rd_kafka_t *rk, int err, const char *reason, void *opaque);
+  // Called by librdkafka (C frames, from rd_kafka_poll): nothing may be thrown out of them, so
+  // they build their texts under a catch-all and leave them empty when they cannot.
+  static void OnDelivery(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque) noexcept;
+  static void OnError(rd_kafka_t *rk, int err, const char *reason, void *opaque) noexcept;
   static void OnLog(const rd_kafka_t *, int, const char *, const char *) {}
 
   nlohmann::json options_;
@@ -283,7 +285,7 @@ rd_kafka_topic_t *KafkaSink::TopicFor(const std::string &name) {
   return t;
 }
 
-void KafkaSink::OnDelivery(rd_kafka_t *, const rd_kafka_message_t *m, void *opaque) {
+void KafkaSink::OnDelivery(rd_kafka_t *, const rd_kafka_message_t *m, void *opaque) noexcept {
   KafkaSink *self = static_cast<KafkaSink *>(opaque);
   uint64_t tag = reinterpret_cast<uintptr_t>(m->_private);
   if ((tag >> 32) != (self->generation_ & 0xffffffffu) || self->page_ == nullptr) return;
@@ -293,15 +295,19 @@ void KafkaSink::OnDelivery(rd_kafka_t *, const rd_kafka_message_t *m, void *opaq
   --self->outstanding_;
   if (m->err == RD_KAFKA_RESP_ERR_NO_ERROR) return;
   if (self->failed_++ > 0) return;
-  const Message &msg = (*self->page_)[index];
-  std::string topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "?";
-  std::string why = rd_kafka_err2str(m->err);
-  if (m->err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC || m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
-    why = "the topic does not exist (" + why + ")";
-  else if (m->err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && !self->last_error_.empty())
-    why += "; last producer error: " + self->last_error_;
-  self->first_error_ = "topic \"" + topic + "\": position " + std::to_string(msg.position) + " (messageId \"" + msg.id +
-                       "\") was not delivered: " + why;
+  try {
+    const Message &msg = (*self->page_)[index];
+    std::string topic = m->rkt ? rd_kafka_topic_name(m->rkt) : "?";
+    std::string why = rd_kafka_err2str(m->err);
+    if (m->err == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC || m->err == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+      why = "the topic does not exist (" + why + ")";
+    else if (m->err == RD_KAFKA_RESP_ERR__MSG_TIMED_OUT && !self->last_error_.empty())
+      why += "; last producer error: " + self->last_error_;
+    self->first_error_ = "topic \"" + topic + "\": position " + std::to_string(msg.position) + " (messageId \"" +
+                         msg.id + "\") was not delivered: " + why;
+  } catch (...) {
+    self->first_error_.clear();
+  }
 }
 
 // Whether the producer has hit a fatal error (an idempotence or gapless-guarantee violation):
@@ -315,12 +321,16 @@ bool KafkaSink::NoteFatal() {
   return true;
 }
 
-void KafkaSink::OnError(rd_kafka_t *rk, int err, const char *reason, void *opaque) {
+void KafkaSink::OnError(rd_kafka_t *rk, int err, const char *reason, void *opaque) noexcept {
   KafkaSink *self = static_cast<KafkaSink *>(opaque);
-  if (err == RD_KAFKA_RESP_ERR__FATAL) {
-    self->NoteFatal();
-  } else {
-    self->last_error_ = reason ? reason : rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err));
+  try {
+    if (err == RD_KAFKA_RESP_ERR__FATAL) {
+      self->NoteFatal();
+    } else {
+      self->last_error_ = reason ? reason : rd_kafka_err2str(static_cast<rd_kafka_resp_err_t>(err));
+    }
+  } catch (...) {
+    self->last_error_.clear();
   }
 }
 
@@ -457,9 +467,11 @@ Outcome KafkaSink::Finish() {
   }
   std::string error;
   if (failed_ > 0) {
-    error = first_error_ + (failed_ > 1 ? " (and " + std::to_string(failed_ - 1) + " more of the " +
-                                              std::to_string(page.size()) + " records)"
-                                        : std::string());
+    error = (first_error_.empty() ? std::string("a record was not delivered (the error could not be described)")
+                                  : first_error_) +
+            (failed_ > 1
+                 ? " (and " + std::to_string(failed_ - 1) + " more of the " + std::to_string(page.size()) + " records)"
+                 : std::string());
   } else if (fatal_) {
     error = "the producer failed (" + std::to_string(outstanding_) + " of " + std::to_string(page.size()) +
             " delivery reports outstanding, " + Outstanding() + "): " + last_error_;

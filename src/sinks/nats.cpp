@@ -210,7 +210,10 @@ struct AckState {
 
 std::string StatusText(natsStatus s) { return natsStatus_GetText(s) ? natsStatus_GetText(s) : "unknown status"; }
 
-void OnAck(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure) {
+// Runs on nats.c's own thread, called from C: nothing may be thrown out of it (an exception
+// there would end the server process), so the error text is built under a catch-all; a text that
+// cannot be built leaves first_error empty and the page reports a fixed one.
+void OnAck(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure) noexcept {
   auto *state = static_cast<AckState *>(closure);
   {
     std::lock_guard<std::mutex> lock(state->mu);
@@ -221,22 +224,24 @@ void OnAck(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
         ++state->acked;
         if (pa->Duplicate) ++state->duplicates;
       } else {
-        if (state->failed++ == 0) {
-          const char *subject = natsMsg_GetSubject(msg);
-          const char *id = nullptr;
-          natsMsgHeader_Get(msg, "Nats-Msg-Id", &id);
-          std::string s = subject ? subject : "";
-          std::string what;
-          if (pae != nullptr && pae->Err == NATS_NO_RESPONDERS)
-            what = "no stream captures subject \"" + s + "\" (the server has no responders for it)";
-          else if (pae != nullptr)
-            what = "publishing to subject \"" + s + "\" failed: " + StatusText(pae->Err) +
-                   (pae->ErrCode ? " (JetStream error " + std::to_string(static_cast<int>(pae->ErrCode)) + ")" : "") +
-                   (pae->ErrText && *pae->ErrText ? std::string(": ") + pae->ErrText : std::string());
-          else
-            what = "publishing to subject \"" + s + "\" got neither an ack nor an error";
-          state->first_error = what + " (messageId \"" + (id ? id : "") + "\")";
-        }
+        if (state->failed++ == 0) try {
+            const char *subject = natsMsg_GetSubject(msg);
+            const char *id = nullptr;
+            natsMsgHeader_Get(msg, "Nats-Msg-Id", &id);
+            std::string s = subject ? subject : "";
+            std::string what;
+            if (pae != nullptr && pae->Err == NATS_NO_RESPONDERS)
+              what = "no stream captures subject \"" + s + "\" (the server has no responders for it)";
+            else if (pae != nullptr)
+              what = "publishing to subject \"" + s + "\" failed: " + StatusText(pae->Err) +
+                     (pae->ErrCode ? " (JetStream error " + std::to_string(static_cast<int>(pae->ErrCode)) + ")" : "") +
+                     (pae->ErrText && *pae->ErrText ? std::string(": ") + pae->ErrText : std::string());
+            else
+              what = "publishing to subject \"" + s + "\" got neither an ack nor an error";
+            state->first_error = what + " (messageId \"" + (id ? id : "") + "\")";
+          } catch (...) {
+            state->first_error.clear();
+          }
       }
       // The waiter wakes for the page's last ack, its first failure, and room in the window.
       if (state->pending.empty() || state->failed == 1 || state->pending.size() == kWindow / 2) state->cv.notify_all();
@@ -550,7 +555,9 @@ Outcome NatsSink::Finish() {
       PublishSome(page);
       std::unique_lock<std::mutex> lock(state_->mu);
       if (state_->failed > 0) {
-        problem = state_->first_error;
+        problem = state_->first_error.empty()
+                      ? std::string("publishing a message failed (the error could not be described)")
+                      : state_->first_error;
         if (state_->failed > 1)
           problem += " (and " + std::to_string(state_->failed - 1) + " more of the " + std::to_string(page.size()) +
                      " messages)";
