@@ -225,6 +225,17 @@ bool WaitForLatch(int64_t timeout_ms) {
   return (rc & WL_LATCH_SET) != 0;
 }
 
+void SleepWithoutHints(int64_t timeout_ms) {
+  if (timeout_ms <= 0) return;
+  Call([&] {
+    (void)WaitLatch(MyLatch, WL_TIMEOUT | WL_EXIT_ON_PM_DEATH, static_cast<long>(timeout_ms), PG_WAIT_EXTENSION);
+  });
+}
+
+void ResetHints() {
+  Call([] { ResetLatch(MyLatch); });
+}
+
 void WaitUntil(int64_t deadline_ms) {
   for (int64_t now = NowMillis(); now < deadline_ms; now = NowMillis()) {
     WaitForLatch(deadline_ms - now);

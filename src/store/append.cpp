@@ -14,6 +14,11 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/dependency.h"
+#include "commands/sequence.h"
+#include "executor/executor.h"
+#include "nodes/execnodes.h"
+#include "utils/timestamp.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
@@ -87,7 +92,8 @@ const Oid kParamTypes[kParamCount] = {TEXTOID, TEXTOID, TEXTOID,  TEXTOID,      
 // schema-qualified: nothing a caller puts on its search_path can capture them.
 //
 // A plain VALUES insert: the revision and the envelope's fallbacks are looked up beforehand
-// by direct index probes, which keeps this plan as cheap as a bare single-row INSERT. $21 is
+// by direct index probes. The append runs it only when InsertDirect cannot write the row
+// itself (the table has a trigger, a rule, another column shape, ...). $21 is
 // the transaction's top-level id, taken before the INSERT draws the record's id (the ticks
 // rely on that order, see statesman.sequence_feed).
 constexpr const char *kInsertSql =
@@ -118,8 +124,28 @@ SPIPlanPtr tick_own_plan = nullptr;
 bool installed_version_checked = false;
 bool version_callbacks_registered = false;
 
-void ForgetVersionCheck(Datum, int, uint32) { installed_version_checked = false; }
-void ForgetVersionCheckRel(Datum, Oid) { installed_version_checked = false; }
+// Where each parameter goes in statesman.history's rows, for the direct insert (see
+// InsertRecord). Built from the catalog on first use; forgotten with the version check, at
+// any change of a relation (ALTER TABLE, CREATE TRIGGER and DROP/CREATE EXTENSION all send one).
+struct InsertShape {
+  bool built = false;
+  bool direct = false;  // the table has exactly the expected columns and no defaults to apply
+  Oid history = InvalidOid;
+  Oid id_sequence = InvalidOid;
+  AttrNumber id_attno = 0;
+  AttrNumber occurred_at_attno = 0;
+  AttrNumber param_attno[kParamCount] = {};
+};
+InsertShape insert_shape;
+
+void ForgetVersionCheck(Datum, int, uint32) {
+  installed_version_checked = false;
+  insert_shape = InsertShape{};
+}
+void ForgetVersionCheckRel(Datum, Oid) {
+  installed_version_checked = false;
+  insert_shape = InsertShape{};
+}
 
 // extversion of statesman in pg_extension (palloc'd), or nullptr when it is not installed.
 // Plain PostgreSQL code: run it under pg::Call.
@@ -313,6 +339,106 @@ RootDeclaration LookupRoot(const Ledger &ledger, Snapshot snapshot, Datum root) 
   return decl;
 }
 
+// The column of statesman.history that each parameter fills.
+constexpr const char *kParamColumns[kParamCount] = {
+    "address",        "root",       "path",     "partition",    "operation",   "status",      "value_type",
+    "schema_version", "source",     "payload",  "fingerprint",  "content_type", "serializer_id", "correlation_id",
+    "causation_id",   "error",      "metadata", "fresh_until",  "serve_until", "revision",    "txid"};
+
+// Reads statesman.history's columns: the direct insert applies only when every column is one
+// it fills (a parameter, the identity `id`, `occurred_at`, or `legacy_position`, left NULL), of
+// the type it passes, with no default or generated value it would have to compute. Plain
+// PostgreSQL code: run it under pg::Call.
+InsertShape BuildInsertShape(Relation rel) {
+  InsertShape shape;
+  shape.built = true;
+  shape.history = RelationGetRelid(rel);
+  TupleDesc desc = RelationGetDescr(rel);
+  bool ok = true;
+  for (int i = 0; i < desc->natts && ok; ++i) {
+    Form_pg_attribute attr = TupleDescAttr(desc, i);
+    if (attr->attisdropped) continue;
+    const char *name = NameStr(attr->attname);
+    if (attr->attgenerated != '\0') {
+      ok = false;
+    } else if (strcmp(name, "id") == 0) {
+      ok = attr->atttypid == INT8OID && attr->attidentity == ATTRIBUTE_IDENTITY_ALWAYS;
+      shape.id_attno = attr->attnum;
+    } else if (strcmp(name, "occurred_at") == 0) {
+      ok = attr->atttypid == TIMESTAMPTZOID;
+      shape.occurred_at_attno = attr->attnum;
+    } else if (strcmp(name, "legacy_position") == 0) {
+      ok = !attr->attnotnull && !attr->atthasdef;
+    } else {
+      int found = -1;
+      for (int p = 0; p < kParamCount; ++p)
+        if (strcmp(name, kParamColumns[p]) == 0) found = p;
+      // A parameter's column: a default does not apply, the INSERT names every one of them.
+      ok = found >= 0 && attr->atttypid == kParamTypes[found];
+      if (ok) shape.param_attno[found] = attr->attnum;
+    }
+  }
+  for (int p = 0; p < kParamCount && ok; ++p) ok = shape.param_attno[p] != 0;
+  ok = ok && shape.id_attno != 0 && shape.occurred_at_attno != 0;
+  if (ok) shape.id_sequence = getIdentitySequence(shape.history, shape.id_attno, true);
+  shape.direct = ok && OidIsValid(shape.id_sequence);
+  return shape;
+}
+
+// Inserts the record into statesman.history the way the INSERT statement kInsertSql would,
+// without planning or initialising an executor for it: the identity's next value, the row,
+// its NOT NULL checks and every index entry (unique checks included), then the command
+// counter moves on so that the rest of the transaction sees the row. Returns false, having
+// done nothing, when the table has something only the executor applies (a trigger, a rule, a
+// CHECK constraint, row security, another column shape): the caller then runs the INSERT.
+// The transaction id parameter must be set already; ids are drawn after it. Plain PostgreSQL
+// code: run it under pg::Call.
+bool InsertDirect(const Ledger &ledger, AppendRequest &req) {
+  Relation rel = table_open(ledger.history, RowExclusiveLock);
+  if (!insert_shape.built || insert_shape.history != ledger.history) insert_shape = BuildInsertShape(rel);
+  TupleConstr *constr = RelationGetDescr(rel)->constr;
+  bool direct = insert_shape.direct && rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == nullptr &&
+                !rel->rd_rel->relhasrules && !rel->rd_rel->relrowsecurity &&
+                (constr == nullptr || constr->num_check == 0);
+  if (!direct) {
+    table_close(rel, NoLock);
+    return false;
+  }
+  // As SPI does around a statement: what this transaction did before is visible to it.
+  CommandCounterIncrement();
+  TupleDesc desc = RelationGetDescr(rel);
+  EState *estate = CreateExecutorState();
+  ResultRelInfo *result_rel = makeNode(ResultRelInfo);
+  InitResultRelInfo(result_rel, rel, 0, nullptr, 0);
+  ExecOpenIndices(result_rel, false);
+  TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
+  ExecClearTuple(slot);
+  for (int i = 0; i < desc->natts; ++i) {
+    slot->tts_values[i] = static_cast<Datum>(0);
+    slot->tts_isnull[i] = true;
+  }
+  for (int p = 0; p < kParamCount; ++p) {
+    int index = insert_shape.param_attno[p] - 1;
+    slot->tts_isnull[index] = req.nulls[p] == 'n';
+    if (req.nulls[p] != 'n') slot->tts_values[index] = req.values[p];
+  }
+  slot->tts_values[insert_shape.occurred_at_attno - 1] = TimestampTzGetDatum(GetCurrentTimestamp());
+  slot->tts_isnull[insert_shape.occurred_at_attno - 1] = false;
+  slot->tts_values[insert_shape.id_attno - 1] = Int64GetDatum(nextval_internal(insert_shape.id_sequence, false));
+  slot->tts_isnull[insert_shape.id_attno - 1] = false;
+  ExecStoreVirtualTuple(slot);
+  if (constr != nullptr && constr->has_not_null) ExecConstraints(result_rel, slot, estate);
+  table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, nullptr);
+  List *unused = ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL);
+  list_free(unused);
+  ExecDropSingleTupleTableSlot(slot);
+  ExecCloseIndices(result_rel);
+  FreeExecutorState(estate);
+  table_close(rel, NoLock);
+  CommandCounterIncrement();
+  return true;
+}
+
 // Runs as the ledger's owner between construction and destruction, the way PostgreSQL's own
 // RI triggers act on a table: the append functions are SECURITY INVOKER (no per-call GUC
 // save/restore), and only these fixed, schema-qualified statements get the owner's rights.
@@ -435,6 +561,7 @@ AppendResult AppendRecord(AppendRequest &req) {
   req.nulls[kTxid] = ' ';
   try {
     Call([&] {
+      if (InsertDirect(ledger, req)) return;
       int rc = SPI_execute_plan(insert, req.values, req.nulls, false, 0);
       if (rc != SPI_OK_INSERT || SPI_processed != 1)
         elog(ERROR, "statesman: append insert failed: %s", SPI_result_code_string(rc));

@@ -238,13 +238,18 @@ void DatabaseLoop() {
   for (;;) {
     if (!HandleInterrupts()) break;
     // Under a stream of appends, let a few commits gather before the next tick rather than
-    // ticking once per commit (the more the last tick held, the longer, up to 4 ms). The
-    // gathering wait consumes the hints that arrive meanwhile, so tick again until a tick finds
-    // nothing: the commit of anything that tick did not see sets the latch again after it.
+    // ticking once per commit (the more the last tick held, the longer, up to 4 ms). The latch
+    // is cleared just before each tick, so a commit the tick may not have seen sets it again;
+    // the gathering wait does not wait on the latch, so it stays set meanwhile and the commits
+    // of the gathering time find it set: their hint costs them no signal, and the worker no
+    // wake-up (docs/feed.md "What the ticks cost"). Tick again until a tick finds nothing;
+    // the wait for the latch below then returns at once if a commit came after that tick.
     bool more = false;  // stopped sequencing only to supervise: sequence again right after
+    ResetHints();
     for (int64 before = head; Sequence(&head); before = head) {
-      WaitUntil(NowMillis() + GatherMillis(head - before));
+      SleepWithoutHints(GatherMillis(head - before));
       if (!HandleInterrupts()) break;
+      ResetHints();
       // A steady stream of appends keeps every run busy: supervise on time all the same.
       if (NowMillis() - last_supervised >= kSuperviseEveryMs) {
         more = true;

@@ -249,3 +249,36 @@ SELECT revision FROM statesman.append('tomb', 'c', NULL, operation => 'delete');
 SELECT revision FROM statesman.append_bytes('tomb', 'd', NULL, 'application/x-ignored', operation => 'delete');
 SELECT address, operation, payload IS NULL AS no_payload, content_type
   FROM statesman.history WHERE root = 'tomb' ORDER BY address;
+
+--
+-- The append inserts its row without the executor when statesman.history is as installed, and
+-- through an INSERT statement when the table has something only the executor applies: a row
+-- trigger fires, a column added with a default gets it. Both write the same record, and the
+-- transaction's later appends see the earlier ones (revisions 2, 3, 4 of one address).
+--
+BEGIN;
+SELECT revision FROM statesman.append('direct', 'k', '{"n": 1}');
+SELECT h.revision, h.id = (SELECT max(id) FROM statesman.history) AS latest_id,
+       h.occurred_at BETWEEN now() AND clock_timestamp() AS occurred, h.txid = pg_current_xact_id() AS own_txid,
+       h.legacy_position IS NULL AS no_legacy, h.content_type, h.operation
+  FROM statesman.history h WHERE h.address = 'direct/k';
+COMMIT;
+BEGIN;
+CREATE TABLE public.history_inserts (address text, revision bigint);
+CREATE FUNCTION public.note_history_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.history_inserts VALUES (NEW.address, NEW.revision);
+  RETURN NEW;
+END $$;
+CREATE TRIGGER note_insert AFTER INSERT ON statesman.history
+  FOR EACH ROW EXECUTE FUNCTION public.note_history_insert();
+SELECT revision FROM statesman.append('direct', 'k', '{"n": 2}');
+DROP TRIGGER note_insert ON statesman.history;
+SELECT revision FROM statesman.append('direct', 'k', '{"n": 3}');
+SELECT * FROM public.history_inserts;
+ALTER TABLE statesman.history ADD COLUMN extra text NOT NULL DEFAULT 'from the default';
+SELECT revision FROM statesman.append('direct', 'k', '{"n": 4}');
+SELECT revision, extra, payload FROM statesman.history WHERE address = 'direct/k' ORDER BY revision;
+ROLLBACK;
+SELECT array_agg(revision ORDER BY revision) AS revisions_after_rollback
+  FROM statesman.history WHERE address = 'direct/k';

@@ -82,6 +82,13 @@ bool WaitForLatch(int64_t timeout_ms);
 // Waits until deadline_ms, ignoring latch wake-ups (hints), handling interrupts; returns early
 // when statesman.enabled was turned off or a shutdown was requested.
 void WaitUntil(int64_t deadline_ms);
+// Sleeps timeout_ms without waiting on the latch, so that the latch stays set: while it is
+// set, a SetLatch of another process (a commit hint) returns at once, with no signal sent
+// and no wake-up. Exits on the postmaster's death; a shutdown request is seen by the next
+// HandleInterrupts. For waits of a few milliseconds only.
+void SleepWithoutHints(int64_t timeout_ms);
+// Clears the latch: a hint that arrives after this sets it again.
+void ResetHints();
 // Logs a line at LOG/WARNING severity, or at ERROR severity without raising an error.
 enum class LogLevel { kLog, kWarning, kError };
 void Log(LogLevel level, const std::string &message, const std::string &detail = "");
