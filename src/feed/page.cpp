@@ -11,7 +11,20 @@
 #include "statesman/feed/message.hpp"
 
 extern "C" {
+#include "access/genam.h"
+#include "access/relscan.h"
+#include "access/stratnum.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "catalog/namespace.h"
+#include "utils/fmgroids.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/xid8.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
@@ -43,7 +56,8 @@ namespace {
 
 // ---- Kept plans -----------------------------------------------------------------------------
 
-// statesman._feed_page's columns, in the order of the contract (the select list below names them).
+// statesman._feed_page's columns, in the order of the contract: the row source below hands each
+// row to the receiver in this layout.
 enum FeedColumn {
   cPosition,
   cId,
@@ -69,11 +83,6 @@ enum FeedColumn {
   cFeedColumns
 };
 
-constexpr const char *kFeedPageSql =
-    "SELECT f.global_position, f.id, f.address, f.root, f.path, f.partition, f.revision, f.occurred_at, "
-    "f.operation, f.status, f.value_type, f.schema_version, f.source, f.payload, f.fingerprint, "
-    "f.content_type, f.serializer_id, f.correlation_id, f.causation_id, f.error, f.metadata "
-    "FROM statesman._feed_page($1, $2, $3, $4) f";
 constexpr const char *kStoreSql =
     "SELECT COALESCE(s.store_name, pg_catalog.current_database()), s.epoch FROM statesman.store s";
 // Only the roots that declare a fallback matter.
@@ -81,7 +90,6 @@ constexpr const char *kRootsSql =
     "SELECT r.root, r.fingerprint, r.content_type FROM statesman.roots r "
     "WHERE r.fingerprint IS NOT NULL OR r.content_type IS NOT NULL";
 
-SPIPlanPtr feed_page_plan = nullptr;
 SPIPlanPtr store_plan = nullptr;
 SPIPlanPtr roots_plan = nullptr;
 SPIPlanPtr head_position_plan = nullptr;
@@ -293,11 +301,8 @@ void FillInput(PageReceiver *r, const Datum *v, const bool *isnull, MessageInput
   }
 }
 
-bool ReceiveRow(TupleTableSlot *slot, DestReceiver *self) {
-  PageReceiver *r = reinterpret_cast<PageReceiver *>(self);
-  slot_getallattrs(slot);
-  const Datum *v = slot->tts_values;
-  const bool *isnull = slot->tts_isnull;
+// One row of the page (the columns of FeedColumn) into the receiver's form.
+bool ReceiveValues(PageReceiver *r, const Datum *v, const bool *isnull) {
   if (isnull[cPosition] || isnull[cAddress] || isnull[cRevision])
     elog(ERROR, "statesman: statesman._feed_page returned a row without a position, address or revision");
   ++r->read;
@@ -376,6 +381,11 @@ bool ReceiveRow(TupleTableSlot *slot, DestReceiver *self) {
   return true;
 }
 
+bool ReceiveRow(TupleTableSlot *slot, DestReceiver *self) {
+  slot_getallattrs(slot);
+  return ReceiveValues(reinterpret_cast<PageReceiver *>(self), slot->tts_values, slot->tts_isnull);
+}
+
 void ReceiverStartup(DestReceiver *, int, TupleDesc) {}
 void ReceiverShutdown(DestReceiver *) {}
 void ReceiverDestroy(DestReceiver *) {}
@@ -396,14 +406,242 @@ PageReceiver *NewReceiver(Form form, const Envelope *envelope, MemoryContext pag
   return r;
 }
 
-// One statesman._feed_page(after, upto, max_records, root) call, its rows to r. Under Call.
+// ---- The row source ------------------------------------------------------------------------
+//
+// The rows of statesman._feed_page(after, upto, max_records, root) (sql/install/07_sequencer.sql,
+// the definition of what is readable), read here straight from the tables and their indexes:
+// first the records from before 0.4.0 by legacy_position (all below the first tick's base),
+// then tick by tick from the last tick whose base is <= after + 1, each tick's records by
+// their id in [lo, hi] (position base + (id - lo)), kept when their transaction is visible in
+// the tick's snapshot and not in the previous one (every committed one for a range tick). Rows
+// come in position order without sorting, each built into a message from the heap tuple as it
+// is read. The same snapshot rules as the SQL function: one snapshot for the whole page, taken
+// after what this transaction did before (the command counter moves on, as for a statement).
+// test/sql/readpath.sql compares the two on feeds with held, aborted and pruned records.
+
+// The on-disk form of pg_snapshot (src/backend/utils/adt/xid8funcs.c): a varlena with the
+// number of running transactions, xmin, xmax and the sorted list of running ones.
+struct StoredSnapshot {
+  int32 vl_len_;
+  uint32 nxip;
+  FullTransactionId xmin;
+  FullTransactionId xmax;
+  FullTransactionId xip[FLEXIBLE_ARRAY_MEMBER];
+};
+
+// pg_visible_in_snapshot(xid, snap).
+bool VisibleInSnapshot(FullTransactionId xid, const StoredSnapshot *snap) {
+  if (FullTransactionIdPrecedes(xid, snap->xmin)) return true;
+  if (!FullTransactionIdPrecedes(xid, snap->xmax)) return false;
+  uint32 lo = 0, hi = snap->nxip;
+  while (lo < hi) {
+    uint32 mid = lo + (hi - lo) / 2;
+    if (FullTransactionIdPrecedes(snap->xip[mid], xid))
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return !(lo < snap->nxip && FullTransactionIdEquals(snap->xip[lo], xid));
+}
+
+// The relations the row source reads, opened for one page.
+struct FeedRelations {
+  Relation history, history_id, history_legacy, ticks, ticks_pkey, ticks_base;
+  AttrNumber column[cFeedColumns];  // history's attribute for each FeedColumn (0: cPosition)
+  AttrNumber txid, legacy_position;
+  AttrNumber tick_id, base, lo, hi, snap, prev_snap;  // of ticks
+};
+
+Oid StatesmanRelation(Oid schema, const char *name) {
+  Oid oid = get_relname_relid(name, schema);
+  if (!OidIsValid(oid)) elog(ERROR, "statesman: the relation statesman.%s is missing", name);
+  return oid;
+}
+
+AttrNumber Column(Relation rel, const char *name) {
+  TupleDesc desc = RelationGetDescr(rel);
+  for (int i = 0; i < desc->natts; ++i) {
+    Form_pg_attribute attr = TupleDescAttr(desc, i);
+    if (!attr->attisdropped && strcmp(NameStr(attr->attname), name) == 0) return attr->attnum;
+  }
+  elog(ERROR, "statesman: the column %s of %s is missing", name, RelationGetRelationName(rel));
+  return 0;
+}
+
+FeedRelations OpenFeedRelations() {
+  Oid schema = get_namespace_oid("statesman", false);
+  FeedRelations f;
+  f.history = table_open(StatesmanRelation(schema, "history"), AccessShareLock);
+  f.history_id = index_open(StatesmanRelation(schema, "history_id"), AccessShareLock);
+  f.history_legacy = index_open(StatesmanRelation(schema, "history_legacy_position"), AccessShareLock);
+  f.ticks = table_open(StatesmanRelation(schema, "ticks"), AccessShareLock);
+  f.ticks_pkey = index_open(StatesmanRelation(schema, "ticks_pkey"), AccessShareLock);
+  f.ticks_base = index_open(StatesmanRelation(schema, "ticks_base"), AccessShareLock);
+  static constexpr const char *kNames[cFeedColumns] = {
+      nullptr,       "id",           "address",       "root",           "path",         "partition", "revision",
+      "occurred_at", "operation",    "status",        "value_type",     "schema_version", "source",  "payload",
+      "fingerprint", "content_type", "serializer_id", "correlation_id", "causation_id", "error",     "metadata"};
+  f.column[cPosition] = 0;
+  for (int c = 1; c < cFeedColumns; ++c) f.column[c] = Column(f.history, kNames[c]);
+  f.txid = Column(f.history, "txid");
+  f.legacy_position = Column(f.history, "legacy_position");
+  f.tick_id = Column(f.ticks, "tick_id");
+  f.base = Column(f.ticks, "base");
+  f.lo = Column(f.ticks, "lo");
+  f.hi = Column(f.ticks, "hi");
+  f.snap = Column(f.ticks, "snap");
+  f.prev_snap = Column(f.ticks, "prev_snap");
+  return f;
+}
+
+void CloseFeedRelations(FeedRelations &f) {
+  index_close(f.ticks_base, NoLock);
+  index_close(f.ticks_pkey, NoLock);
+  table_close(f.ticks, NoLock);
+  index_close(f.history_legacy, NoLock);
+  index_close(f.history_id, NoLock);
+  table_close(f.history, NoLock);
+}
+
+// Hands the record in `slot` (a row of history) to r at `position`, when it is of `root` (if
+// given). Returns whether it was handed on.
+bool EmitRecord(PageReceiver *r, const FeedRelations &f, TupleTableSlot *slot, int64 position, const text *root) {
+  Datum v[cFeedColumns];
+  bool isnull[cFeedColumns];
+  slot_getallattrs(slot);
+  if (root != nullptr) {
+    int a = f.column[cRoot] - 1;
+    if (slot->tts_isnull[a]) return false;
+    text *t = DatumGetTextPP(slot->tts_values[a]);
+    if (VARSIZE_ANY_EXHDR(t) != VARSIZE_ANY_EXHDR(root) ||
+        memcmp(VARDATA_ANY(t), VARDATA_ANY(root), VARSIZE_ANY_EXHDR(root)) != 0)
+      return false;
+  }
+  v[cPosition] = Int64GetDatum(position);
+  isnull[cPosition] = false;
+  for (int c = 1; c < cFeedColumns; ++c) {
+    v[c] = slot->tts_values[f.column[c] - 1];
+    isnull[c] = slot->tts_isnull[f.column[c] - 1];
+  }
+  ReceiveValues(r, v, isnull);
+  return true;
+}
+
+// Reads the page's rows into r; returns how many. Under Call.
+int64 ScanFeedPage(PageReceiver *r, int64 after, const int64 *upto, int32 max_records, const char *root_name) {
+  if (max_records <= 0) return 0;
+  const int64 from = std::min<int64>(after, PG_INT64_MAX - 1);  // positions above this
+  const text *root = root_name != nullptr ? cstring_to_text(root_name) : nullptr;
+  CommandCounterIncrement();
+  Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
+  FeedRelations f = OpenFeedRelations();
+  TupleTableSlot *record = table_slot_create(f.history, nullptr);
+  TupleTableSlot *tick = table_slot_create(f.ticks, nullptr);
+  MemoryContext tick_cxt = AllocSetContextCreate(CurrentMemoryContext, "statesman tick", ALLOCSET_SMALL_SIZES);
+  int64 emitted = 0;
+
+  // The records from before 0.4.0, by their stored position.
+  {
+    ScanKeyData keys[2];
+    int nkeys = 1;
+    ScanKeyInit(&keys[0], 1, BTGreaterStrategyNumber, F_INT8GT, Int64GetDatum(from));
+    if (upto != nullptr) ScanKeyInit(&keys[nkeys++], 1, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(*upto));
+    IndexScanDesc scan = index_beginscan(f.history, f.history_legacy, snapshot, nkeys, 0);
+    index_rescan(scan, keys, nkeys, nullptr, 0);
+    while (emitted < max_records && index_getnext_slot(scan, ForwardScanDirection, record)) {
+      bool isnull = true;
+      Datum pos = slot_getattr(record, f.legacy_position, &isnull);
+      if (isnull) continue;
+      if (EmitRecord(r, f, record, DatumGetInt64(pos), root)) ++emitted;
+    }
+    index_endscan(scan);
+  }
+
+  // The tick where reading starts: the last whose base is <= from + 1.
+  int64 start_tick = 0;
+  if (emitted < max_records) {
+    ScanKeyData key;
+    ScanKeyInit(&key, 1, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(from + 1));
+    IndexScanDesc scan = index_beginscan(f.ticks, f.ticks_base, snapshot, 1, 0);
+    index_rescan(scan, &key, 1, nullptr, 0);
+    if (index_getnext_slot(scan, BackwardScanDirection, tick)) {
+      bool isnull = true;
+      start_tick = DatumGetInt64(slot_getattr(tick, f.tick_id, &isnull));
+    }
+    index_endscan(scan);
+  }
+
+  // Tick by tick, each tick's records in id order.
+  if (emitted < max_records) {
+    ScanKeyData tick_key;
+    ScanKeyInit(&tick_key, 1, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(start_tick));
+    IndexScanDesc ticks_scan = index_beginscan(f.ticks, f.ticks_pkey, snapshot, 1, 0);
+    index_rescan(ticks_scan, &tick_key, 1, nullptr, 0);
+    IndexScanDesc ids = index_beginscan(f.history, f.history_id, snapshot, 2, 0);
+    while (emitted < max_records && index_getnext_slot(ticks_scan, ForwardScanDirection, tick)) {
+      slot_getallattrs(tick);
+      int64 base = DatumGetInt64(tick->tts_values[f.base - 1]);
+      int64 lo = DatumGetInt64(tick->tts_values[f.lo - 1]);
+      int64 hi = DatumGetInt64(tick->tts_values[f.hi - 1]);
+      if (hi < lo) continue;                              // an anchor
+      if (upto != nullptr && base > *upto) break;         // bases rise with tick_id
+      int64 first = lo + std::clamp<int64>(from + 1 - base, 0, hi - lo + 1);
+      int64 last = upto != nullptr ? lo + std::min<int64>(*upto - base, hi - lo) : hi;
+      if (first > last) continue;
+      MemoryContextReset(tick_cxt);
+      const StoredSnapshot *snap = nullptr, *prev = nullptr;
+      if (!tick->tts_isnull[f.snap - 1]) {
+        MemoryContext old = MemoryContextSwitchTo(tick_cxt);
+        snap = reinterpret_cast<const StoredSnapshot *>(PG_DETOAST_DATUM_COPY(tick->tts_values[f.snap - 1]));
+        if (!tick->tts_isnull[f.prev_snap - 1])
+          prev = reinterpret_cast<const StoredSnapshot *>(PG_DETOAST_DATUM_COPY(tick->tts_values[f.prev_snap - 1]));
+        MemoryContextSwitchTo(old);
+      }
+      ScanKeyData keys[2];
+      ScanKeyInit(&keys[0], 1, BTGreaterEqualStrategyNumber, F_INT8GE, Int64GetDatum(first));
+      ScanKeyInit(&keys[1], 1, BTLessEqualStrategyNumber, F_INT8LE, Int64GetDatum(last));
+      index_rescan(ids, keys, 2, nullptr, 0);
+      while (emitted < max_records && index_getnext_slot(ids, ForwardScanDirection, record)) {
+        bool isnull = true;
+        int64 id = DatumGetInt64(slot_getattr(record, f.column[cId], &isnull));
+        if (snap != nullptr) {
+          // pg_visible_in_snapshot(NULL, …) is NULL: a record without a txid is in no tick
+          // with a snapshot; prev_snap NULL makes the SQL condition NULL too.
+          Datum txid = slot_getattr(record, f.txid, &isnull);
+          if (isnull || prev == nullptr) continue;
+          FullTransactionId xid = DatumGetFullTransactionId(txid);
+          if (!VisibleInSnapshot(xid, snap) || VisibleInSnapshot(xid, prev)) continue;
+        }
+        if (EmitRecord(r, f, record, base + (id - lo), root)) ++emitted;
+      }
+    }
+    index_endscan(ids);
+    index_endscan(ticks_scan);
+  }
+
+  MemoryContextDelete(tick_cxt);
+  ExecDropSingleTupleTableSlot(tick);
+  ExecDropSingleTupleTableSlot(record);
+  CloseFeedRelations(f);
+  UnregisterSnapshot(snapshot);
+  return emitted;
+}
+
+// Everything inserted into the WAL so far (see src/feed/ticks.cpp, statesman._durable).
+XLogRecPtr InsertedSoFar() {
+  XLogRecPtr ptr = GetXLogInsertRecPtr();
+  if (XLogSegmentOffset(ptr, wal_segment_size) == SizeOfXLogLongPHD)
+    ptr -= SizeOfXLogLongPHD;
+  else if (ptr % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+    ptr -= SizeOfXLogShortPHD;
+  return ptr;
+}
+
+// The rows of statesman._feed_page(after, upto, max_records, root) to r, and, when there were
+// any, the WAL flushed as statesman._durable does before any of them is acted on: the receiver
+// only collects, its caller hands the page on after this returns. Under Call.
 void RunFeedPage(PageReceiver *r, int64 after, const int64 *upto, int32 max_records, const char *root) {
-  static const Oid types[4] = {INT8OID, INT8OID, INT4OID, TEXTOID};
-  SPIPlanPtr plan = KeptPlan(feed_page_plan, kFeedPageSql, 4, types);
-  Datum values[4] = {Int64GetDatum(after), upto != nullptr ? Int64GetDatum(*upto) : 0, Int32GetDatum(max_records),
-                     root != nullptr ? CStringGetTextDatum(root) : 0};
-  bool nulls[4] = {false, upto == nullptr, false, root == nullptr};
-  RunPlan(plan, 4, values, nulls, &r->pub);
+  if (ScanFeedPage(r, after, upto, max_records, root) > 0 && !RecoveryInProgress()) XLogFlush(InsertedSoFar());
 }
 
 // A statement's one value as int8 (NULL: nullopt). Under Call.

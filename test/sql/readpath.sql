@@ -123,3 +123,41 @@ SELECT published, skipped, deduplicated, cursor_position - :base AS cursor_posit
 SELECT attempts, last_error FROM statesman.outbox_status WHERE outbox_id = 'rp-table';
 SELECT statesman.drop_outbox('rp-table');
 DROP SCHEMA rp CASCADE;
+
+-- The C++ row source (read_feed, the dispatcher's page) reads the tables directly; its rows
+-- must be exactly statesman._feed_page's, the definition of what is readable, for every
+-- starting position, page size and root: here over a feed with an aborted append, one
+-- rolled back to a savepoint, records pruned by retention between others, two roots, and
+-- several ticks. Inside a transaction block read_feed does not tick, so both read the same.
+SELECT statesman.declare_root('rp-c', max_revisions => 1);
+SELECT statesman.head_position() AS cmp_base \gset
+SELECT revision FROM statesman.append('rp-c', 'kept', '1');
+BEGIN;
+SELECT revision FROM statesman.append('rp-a', 'aborted', '{}');
+ROLLBACK;
+SELECT statesman.sequence_feed() > 0 AS sequenced;
+SELECT revision FROM statesman.append('rp-c', 'kept', '2');   -- prunes revision 1
+BEGIN;
+SELECT revision FROM statesman.append('rp-a', 'in-savepoint-before', '{}');
+SAVEPOINT s;
+SELECT revision FROM statesman.append('rp-b', 'rolled-back', '{}');
+ROLLBACK TO SAVEPOINT s;
+SELECT revision FROM statesman.append('rp-b', 'after-savepoint', '{}');
+COMMIT;
+SELECT statesman.sequence_feed() > 0 AS sequenced;
+SELECT revision FROM statesman.append('rp-c', 'kept', '3');   -- prunes revision 2
+SELECT revision FROM statesman.append('rp-a', 'last', '{}');
+SELECT statesman.sequence_feed() > 0 AS sequenced;
+BEGIN;
+SELECT count(*) AS pages_compared,
+       count(*) FILTER (WHERE ARRAY(SELECT ROW(f.global_position, f.address, f.revision)
+                                      FROM statesman.read_feed(a, m, r) f ORDER BY f.global_position)
+                             IS DISTINCT FROM
+                             ARRAY(SELECT ROW(p.global_position, p.address, p.revision)
+                                     FROM statesman._feed_page(a, NULL, m, r) p ORDER BY p.global_position))
+         AS pages_that_differ,
+       sum((SELECT count(*) FROM statesman._feed_page(a, NULL, m, r))) > 0 AS rows_compared
+  FROM generate_series(:cmp_base - 3, statesman.head_position() + 1) a,
+       unnest(ARRAY[1, 2, 3, 1000]) m,
+       unnest(ARRAY[NULL, 'rp-a', 'rp-c']) r;
+COMMIT;

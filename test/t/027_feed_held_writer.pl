@@ -5,7 +5,9 @@
 #      sessions meanwhile are readable at once through read_feed (each within 2 s of its
 #      commit), while the held record is not in the feed.
 #   2. A reader that read past them (its position is their last one) receives the held
-#      record after its COMMIT, above every position it had read (F1), exactly once.
+#      record after its COMMIT, above every position it had read (F1), exactly once; so does
+#      every reader whatever its page size (read_feed against statesman._feed_page), also in
+#      the tick that spans the ids of the records committed meanwhile.
 #   3. No ledger row was updated in all this (pg_stat_user_tables.n_tup_upd of
 #      statesman.history), although every record got its position.
 
@@ -72,6 +74,9 @@ is($feed_status, '1|t', 'feed_status names the open writer');
 # 2. The reader advances past them; then the writer commits.
 my $read_up_to = $after_pos[-1];
 usleep(1_000_000 * ($hold - (time - $t_open))) if time - $t_open < $hold;
+# A second record of the held transaction, drawn after the others': the tick that takes both
+# spans the ids of the records committed meanwhile, which earlier ticks took.
+$w->run(q{SELECT statesman.append('held', 'held-last', '{"n": "last"}')});
 $w->run('COMMIT');
 $w->close;
 ok($node->poll_query_until('postgres',
@@ -83,8 +88,23 @@ my ($held_pos, $n_held) = split /\|/, query(
 cmp_ok($held_pos, '>', $read_up_to, "the held record's position ($held_pos) is above every one read before ($read_up_to)");
 is(query(q{SELECT count(*) || '/' || count(DISTINCT global_position) || '/' || count(DISTINCT message_id)
            FROM statesman.read_feed(NULL, 1000, 'held')}),
-	($n_after + 2) . '/' . ($n_after + 2) . '/' . ($n_after + 2),
+	($n_after + 3) . '/' . ($n_after + 3) . '/' . ($n_after + 3),
 	'the feed holds every record once, each at its own position');
+
+# The held record's tick spans the ids of records that earlier ticks took (their positions in
+# its range are holes): the row source that read_feed and the dispatcher use must read exactly
+# what statesman._feed_page defines, from every starting position, in pages of 1, 2 and 1,000.
+is(query(q{BEGIN;
+           SELECT count(*) FILTER (WHERE ARRAY(SELECT f.global_position FROM statesman.read_feed(a, m) f
+                                                ORDER BY 1)
+                                       IS DISTINCT FROM
+                                       ARRAY(SELECT p.global_position FROM statesman._feed_page(a, NULL, m, NULL) p
+                                              ORDER BY 1))
+                  || '/' || count(*)
+             FROM generate_series(0, statesman.head_position() + 1) a, unnest(ARRAY[1, 2, 1000]) m;
+           COMMIT;}),
+	'0/' . (3 * (query('SELECT statesman.head_position()') + 2)),
+	'read_feed reads what _feed_page defines, from every position, across the held record\'s tick');
 
 # 3. F6: positions without rewriting any ledger row.
 query('SELECT pg_stat_force_next_flush()');
