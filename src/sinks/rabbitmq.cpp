@@ -29,6 +29,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 
@@ -78,7 +79,9 @@ std::string CheckOptions(const std::string &options_json) {
   };
   check([&] {
     std::string host = StringOption(kName, o, "host").value_or(kDefaultHost);
-    if (host.find_first_of(" \t\r\n/@") != std::string::npos)
+    // One ':' is "host:port" (an IPv6 address has more).
+    bool one_colon = std::count(host.begin(), host.end(), ':') == 1;
+    if (host.find_first_of(" \t\r\n/@") != std::string::npos || one_colon)
       throw Error(sqlstate::kInvalidParameterValue,
                   "sink \"rabbitmq\": option \"host\" must be a host name or an IP address (got \"" + host + "\")",
                   "The port goes in option \"port\", the virtual host in option \"vhost\".");
@@ -318,10 +321,14 @@ void RabbitSink::Connect(const Budget &budget) {
     Disconnect();
     throw ConnectionLost("cannot create a socket");
   }
+  errno = 0;
   int rc = amqp_socket_open_noblock(socket, host_.c_str(), static_cast<int>(port_), &tv);
   if (rc != AMQP_STATUS_OK) {
+    int err = errno;
+    std::string why = amqp_error_string2(rc);
+    if (rc == AMQP_STATUS_SOCKET_ERROR && err != 0) why += " (" + std::string(std::strerror(err)) + ")";
     Disconnect();
-    throw ConnectionLost("cannot connect: " + std::string(amqp_error_string2(rc)));
+    throw ConnectionLost("cannot connect: " + why);
   }
   fd_ = amqp_socket_get_sockfd(socket);
   amqp_set_handshake_timeout(conn_, &tv);
