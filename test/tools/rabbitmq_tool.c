@@ -9,6 +9,7 @@
  *     bind QUEUE EXCHANGE KEY
  *     count QUEUE                   its message count
  *     purge QUEUE
+ *     delete QUEUE
  *     dump QUEUE     one line per message, leaving them in the queue: routing key TAB
  *                    message_id TAB content_type TAB delivery_mode TAB the headers "k=v;…"
  *                    (longs as numbers) TAB the body in hex
@@ -247,6 +248,11 @@ int main(int argc, char **argv)
 	{
 		amqp_queue_purge(conn, 1, amqp_cstring_bytes(argv[7]));
 		check("queue.purge", amqp_get_rpc_reply(conn));
+	}
+	else if (strcmp(cmd, "delete") == 0 && argc == 8)
+	{
+		amqp_queue_delete(conn, 1, amqp_cstring_bytes(argv[7]), 0, 0);
+		check("queue.delete", amqp_get_rpc_reply(conn));
 	}
 	else if (strcmp(cmd, "dump") == 0 && argc == 8)
 		dump(argv[7]);

@@ -8,7 +8,7 @@
 #   $mq->add_user('shop', 'pw', 'vhost');                    # a vhost with a user allowed everything
 #   $mq->queue('orders', 'vhost');                           # a durable queue (default exchange binds it)
 #   $mq->exchange('ex', 'topic', 'vhost'); $mq->bind('orders', 'ex', 'sm.orders', 'vhost');
-#   $mq->count('orders', 'vhost');
+#   $mq->count('orders', 'vhost'); $mq->purge('orders', 'vhost'); $mq->delete_queue('orders', 'vhost');
 #   $mq->messages('orders', 'vhost');   # [ { key, id, content_type, delivery_mode, headers => {…}, data }, … ]
 #   $mq->stop; $mq->start_again;        # same port, same node, same Mnesia (durable queues stay)
 #   my ($n, $secs, $rate) = $mq->bench_publish('queue', 100000, 400, 8192, 'vhost');
@@ -186,6 +186,7 @@ sub add_user
 
 sub queue    { my ($self, $q, $vh) = @_; $self->_as($vh, 'queue', $q); return; }
 sub purge    { my ($self, $q, $vh) = @_; $self->_as($vh, 'purge', $q); return; }
+sub delete_queue { my ($self, $q, $vh) = @_; $self->_as($vh, 'delete', $q); return; }
 sub exchange { my ($self, $x, $type, $vh) = @_; $self->_as($vh, 'exchange', $x, $type); return; }
 sub bind     { my ($self, $q, $x, $key, $vh) = @_; $self->_as($vh, 'bind', $q, $x, $key); return; }
 
