@@ -64,9 +64,9 @@ bool ValidName(const std::string &s, std::string *why) {
 }
 
 std::string CheckOptions(const std::string &options_json) {
-  nlohmann::json o = ParseOptions(kName, options_json,
-                                  {"host", "port", "vhost", "user", "password", "exchange", "routing_key",
-                                   "timeout_ms", "format"});
+  nlohmann::json o =
+      ParseOptions(kName, options_json,
+                   {"host", "port", "vhost", "user", "password", "exchange", "routing_key", "timeout_ms", "format"});
   nlohmann::json out = nlohmann::json::object();
   // Every bad option is named, in one error.
   std::vector<Error> errors;
@@ -193,12 +193,9 @@ std::string CloseText(const amqp_method_t &m) {
 // The reason of an RPC that failed (login, channel.open, confirm.select).
 std::string ReplyText(const amqp_rpc_reply_t &r) {
   switch (r.reply_type) {
-    case AMQP_RESPONSE_NORMAL:
-      return "no error";
-    case AMQP_RESPONSE_NONE:
-      return "no reply";
-    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
-      return amqp_error_string2(r.library_error);
+    case AMQP_RESPONSE_NORMAL: return "no error";
+    case AMQP_RESPONSE_NONE: return "no reply";
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION: return amqp_error_string2(r.library_error);
     case AMQP_RESPONSE_SERVER_EXCEPTION:
       return "the broker closed the " +
              std::string(r.reply.id == AMQP_CONNECTION_CLOSE_METHOD ? "connection" : "channel") + ": " +
@@ -228,8 +225,8 @@ std::string_view Epoch(const std::string &json, std::string &scratch) {
 class RabbitSink : public Sink {
  public:
   explicit RabbitSink(const std::string &options_json)
-      : route_(Route::Parse(nlohmann::json::parse(options_json).value("routing_key", kDefaultRoutingKey),
-                            "routing_key", kName)) {
+      : route_(Route::Parse(nlohmann::json::parse(options_json).value("routing_key", kDefaultRoutingKey), "routing_key",
+                            kName)) {
     nlohmann::json o = nlohmann::json::parse(options_json);
     host_ = o.value("host", kDefaultHost);
     port_ = o.value("port", kDefaultPort);
@@ -277,9 +274,9 @@ class RabbitSink : public Sink {
 
   amqp_connection_state_t conn_ = nullptr;
   int fd_ = -1;
-  std::string broken_;     // why the connection can no longer be used (the next page reconnects)
-  uint64_t next_tag_ = 1;  // the delivery tag of the channel's next publish
-  size_t credit_ = 0;      // bytes the socket takes without blocking, as last measured
+  std::string broken_;        // why the connection can no longer be used (the next page reconnects)
+  uint64_t next_tag_ = 1;     // the delivery tag of the channel's next publish
+  size_t credit_ = 0;         // bytes the socket takes without blocking, as last measured
   bool socket_full_ = false;  // PublishSome stopped for want of room in the socket's buffer
   // A basic.return being read: its reason, then its content header and body frames.
   bool returning_ = false;
@@ -335,8 +332,8 @@ void RabbitSink::Connect(const Budget &budget) {
   amqp_set_rpc_timeout(conn_, &tv);
   // No heartbeats: the sink reads only while it publishes, and every wait has its deadline (a
   // timed-out page drops the connection).
-  amqp_rpc_reply_t r = amqp_login(conn_, vhost_.c_str(), 1, kFrameMax, 0, AMQP_SASL_METHOD_PLAIN, user_.c_str(),
-                                  password_.c_str());
+  amqp_rpc_reply_t r =
+      amqp_login(conn_, vhost_.c_str(), 1, kFrameMax, 0, AMQP_SASL_METHOD_PLAIN, user_.c_str(), password_.c_str());
   if (r.reply_type != AMQP_RESPONSE_NORMAL) {
     std::string why = ReplyText(r);
     Disconnect();
@@ -429,8 +426,7 @@ void RabbitSink::OnFrame(const amqp_frame_t &frame) {
         broken_ = "the broker closed the connection: " + CloseText(m);
         return;
       }
-      default:
-        return;  // basic.cancel, connection.blocked and the like: nothing this sink asked for
+      default: return;  // basic.cancel, connection.blocked and the like: nothing this sink asked for
     }
   }
   if (!returning_) return;
@@ -574,8 +570,8 @@ Outcome RabbitSink::Finish() {
           break;
         }
         if (!broken_.empty()) {
-          problem = broken_ + " (" + std::to_string(acked_) + " of " + std::to_string(page.size()) +
-                    " messages confirmed)";
+          problem =
+              broken_ + " (" + std::to_string(acked_) + " of " + std::to_string(page.size()) + " messages confirmed)";
           break;
         }
         if (acked_ == page.size()) break;
@@ -593,8 +589,7 @@ Outcome RabbitSink::Finish() {
           break;
         }
         auto slice = std::min<Clock::duration>(Budget::kCancelCheck, b.deadline - now);
-        int ms =
-            static_cast<int>(std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(slice).count()));
+        int ms = static_cast<int>(std::max<int64_t>(1, std::chrono::ceil<std::chrono::milliseconds>(slice).count()));
         if (socket_full_) {
           // The socket's buffer is full: wait briefly for the broker to read (or a confirm).
           struct pollfd p = {fd_, POLLIN, 0};

@@ -13,8 +13,8 @@ extern const SinkType kKafkaSink;
 extern const SinkType kRabbitSink;
 
 const std::vector<const SinkType *> &SinkTypes() {
-  static const std::vector<const SinkType *> types = {&kTableSink, &kRedisSink, &kPostgresSink, &kNatsSink,
-                                                      &kKafkaSink, &kRabbitSink};
+  static const std::vector<const SinkType *> types = {&kTableSink, &kRedisSink, &kPostgresSink,
+                                                      &kNatsSink,  &kKafkaSink, &kRabbitSink};
   return types;
 }
 
