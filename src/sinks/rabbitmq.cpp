@@ -364,6 +364,8 @@ bool RabbitSink::Room(size_t bytes) {
   // getsockopt reports twice the payload the buffer holds (the kernel's bookkeeping); keep a margin.
   int64_t room = static_cast<int64_t>(sndbuf) / 2 - outq;
   credit_ = room > 0 ? static_cast<size_t>(room) : 0;
+  // A message larger than the buffer goes when the queue is empty (the broker is reading).
+  if (outq == 0 && credit_ < bytes) credit_ = bytes;
   return credit_ >= bytes;
 }
 
@@ -569,12 +571,12 @@ Outcome RabbitSink::Finish() {
           problem = failure_;
           break;
         }
+        if (acked_ == page.size()) break;  // every message confirmed, whatever came after
         if (!broken_.empty()) {
           problem =
               broken_ + " (" + std::to_string(acked_) + " of " + std::to_string(page.size()) + " messages confirmed)";
           break;
         }
-        if (acked_ == page.size()) break;
         if (b.cancelled && b.cancelled()) {
           problem = "cancelled while waiting for confirms (" + std::to_string(acked_) + " of " +
                     std::to_string(page.size()) + " received)";
