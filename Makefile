@@ -29,7 +29,8 @@ OBJS = \
 	src/sinks/routing.o \
 	src/sinks/format.o \
 	src/sinks/nats.o \
-	src/sinks/kafka.o
+	src/sinks/kafka.o \
+	src/sinks/rabbitmq.o
 
 # One full install script, built (below); the released versions' install scripts are not kept:
 # the upgrade test takes them from git (make upgrade-bases, test/upgrade/releases).
@@ -41,8 +42,8 @@ LIBPQ_INCLUDEDIR := $(shell $(PG_CONFIG) --includedir)
 PG_CPPFLAGS = -I$(CURDIR)/include -DSTATESMAN_VERSION='"$(EXTVERSION)"'
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -fno-omit-frame-pointer
 # The redis sink uses hiredis, the postgres sink libpq (as dblink and postgres_fdw do), the nats
-# sink nats.c (libnats), the kafka sink librdkafka.
-SHLIB_LINK  = -lhiredis -lpq -lnats -lrdkafka -lstdc++
+# sink nats.c (libnats), the kafka sink librdkafka, the rabbitmq sink rabbitmq-c (librabbitmq).
+SHLIB_LINK  = -lhiredis -lpq -lnats -lrdkafka -lrabbitmq -lstdc++
 
 # Only the postgres sink sees libpq's headers (it never includes the server's).
 src/sinks/postgres.o: CXXFLAGS += -I$(LIBPQ_INCLUDEDIR)

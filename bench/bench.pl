@@ -34,6 +34,7 @@ use lib $FindBin::Bin;
 use Bench::Append;
 use Bench::Delivery;
 use Bench::Nats;
+use Bench::RabbitMQ;
 use Bench::Kafka;
 use Bench::PgQ;
 use Bench::Report;
@@ -112,6 +113,7 @@ $R->{server_version}    = $b->q('SHOW server_version');
 Bench::Delivery::measure($b, $R) if want($s, 'delivery');
 Bench::Nats::measure($b, $R)     if want($s, 'nats');        # on the delivery part's backlog, or its own
 Bench::Kafka::measure($b, $R)    if want($s, 'kafka');    # on the delivery part's backlog, or its own
+Bench::RabbitMQ::measure($b, $R) if want($s, 'rabbitmq'); # on the delivery part's backlog, or its own
 Bench::PgQ::measure($b, $R)      if want($s, 'pgq');
 Bench::Steady::measure($b, $R)   if want($s, 'steady');
 

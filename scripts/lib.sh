@@ -11,6 +11,8 @@ PACKAGES="build-essential postgresql-15 postgresql-server-dev-15 postgresql-15-p
   libnats-dev nats-server"
 # The kafka sink (librdkafka) and its tests: librdkafka's mock cluster and kcat to read it back.
 PACKAGES="$PACKAGES librdkafka-dev kcat"
+# The rabbitmq sink (rabbitmq-c) and its tests: a rabbitmq-server node of their own.
+PACKAGES="$PACKAGES librabbitmq-dev rabbitmq-server"
 
 say() { printf '%s\n' "$*" >&2; }
 

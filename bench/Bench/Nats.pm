@@ -29,9 +29,10 @@ our $CATCH_UP = 300;       # seconds a drain may take before the bench gives up
 # on, the delivery part's payload and shape (2 clients' worth of addresses, 100 per transaction).
 sub own_backlog
 {
-	my ($b, $R) = @_;
+	my ($b, $R, $who) = @_;
 	my $s = $b->s;
-	$b->say('bench: nats: restarting the cluster with the worker on; appending a backlog of '
+	$who //= 'nats';    # the part that asks (Bench::RabbitMQ uses it too)
+	$b->say("bench: $who: restarting the cluster with the worker on; appending a backlog of "
 		  . fmt_int($s->{drain_records}) . ' records');
 	$b->q('ALTER SYSTEM SET statesman.enabled = on');
 	$b->restart;

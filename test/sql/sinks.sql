@@ -1,10 +1,10 @@
 --
 -- sinks: the sinks this build knows, and the options of the sinks outside this
--- database (redis, postgres, nats; docs/design.md §6) as create_outbox and alter_outbox check
+-- database (redis, postgres, nats, rabbitmq; docs/design.md §6) as create_outbox and alter_outbox check
 -- them: defaults filled in, every rule an ERROR with SQLSTATE 22023 that names
 -- the option, nothing written, and no secret in any message or view.
 -- (Delivery to real servers is tested in test/t/006_redis_sink.pl and
--- test/t/007_postgres_sink.pl, test/t/030_nats_sink.pl.)
+-- test/t/007_postgres_sink.pl, test/t/030_nats_sink.pl, test/t/033_rabbitmq_sink.pl.)
 --
 CREATE EXTENSION IF NOT EXISTS statesman;
 
@@ -131,6 +131,42 @@ SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats',
   '{"url": "http://u:hunter2-n@x", "subject": "{nope}", "timeout_ms": -1, "format": "xml"}')$$, 'hunter2-n');
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('n', 'nats', '{"url": "nats://u:hunter2-n@"}')$$, 'hunter2-n');
+
+--
+-- rabbitmq: every default, then each option's rule; every bad option is named in one error.
+--
+SELECT statesman.create_outbox('q-defaults', 'rabbitmq');
+SELECT sink, sink_options FROM statesman.outboxes WHERE outbox_id = 'q-defaults';
+SELECT statesman.create_outbox('q-all', 'rabbitmq',
+  '{"host": "mq.internal", "port": 5673, "vhost": "shop", "user": "shop", "password": "s3cr3t-q",
+    "exchange": "events", "routing_key": "shop.{store}.{root}.{partition}", "timeout_ms": 2000,
+    "format": "cloudevents"}');
+SELECT sink_options - 'password' AS options, sink_options ? 'password' AS password_kept
+  FROM statesman.outboxes WHERE outbox_id = 'q-all';
+
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"url": "amqp://x"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"host": ""}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"host": "mq:5672"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"host": "mq/shop"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"port": 0}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"port": "5672"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"vhost": ""}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"exchange": 1}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"exchange": "a\u0001b"}')$$);
+SELECT left(result, 100) AS result, nothing_written, secret_shown FROM public.sink_error(format($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"exchange": "%s"}')$$, repeat('x', 256)));
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"routing_key": ""}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"routing_key": "a.{roots}"}')$$);
+SELECT left(result, 100) AS result, nothing_written, secret_shown FROM public.sink_error(format($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"routing_key": "%s{root}"}')$$, repeat('k', 255)));
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"timeout_ms": 0}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"timeout_ms": 30000}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"format": "json"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"user": "u"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"password": "hunter2-q"}')$$, 'hunter2-q');
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"password": null, "user": "u"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq', '{"user": "u", "password": ""}')$$);
+-- Several bad options, one error naming each; the password is never echoed.
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq',
+  '{"host": "h", "port": 70000, "password": "hunter2-q", "routing_key": "{nope}", "timeout_ms": -1, "format": "xml"}')$$, 'hunter2-q');
 
 --
 -- postgres
