@@ -1750,3 +1750,15 @@ COMMENT ON FUNCTION statesman._park_page(text, text, integer, bigint) IS
 DROP FUNCTION statesman._open_page(text, bigint);
 DROP FUNCTION statesman._page_messages(text, bigint, bigint);
 DROP TYPE statesman._page;
+
+-- The append's session copies of the root declarations, invalidated by changes of statesman.roots.
+-- The append keeps each root's declaration in its session between appends; a change of
+-- statesman.roots (any statement, TRUNCATE included) invalidates those copies in every session
+-- when it commits, as a change of the table's definition would (src/store/append.cpp).
+CREATE FUNCTION statesman._roots_changed() RETURNS trigger
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'statesman_roots_changed';
+COMMENT ON FUNCTION statesman._roots_changed() IS
+    'invalidates the sessions'' copies of the root declarations when statesman.roots changes';
+CREATE TRIGGER roots_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON statesman.roots
+    FOR EACH STATEMENT EXECUTE FUNCTION statesman._roots_changed();

@@ -87,6 +87,17 @@ CREATE INDEX history_id ON statesman.history (id);
 CREATE UNIQUE INDEX history_legacy_position ON statesman.history (legacy_position)
     WHERE legacy_position IS NOT NULL;
 
+-- The append keeps each root's declaration in its session between appends; a change of
+-- statesman.roots (any statement, TRUNCATE included) invalidates those copies in every session
+-- when it commits, as a change of the table's definition would (src/store/append.cpp).
+CREATE FUNCTION statesman._roots_changed() RETURNS trigger
+    LANGUAGE c
+    AS 'MODULE_PATHNAME', 'statesman_roots_changed';
+COMMENT ON FUNCTION statesman._roots_changed() IS
+    'invalidates the sessions'' copies of the root declarations when statesman.roots changes';
+CREATE TRIGGER roots_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON statesman.roots
+    FOR EACH STATEMENT EXECUTE FUNCTION statesman._roots_changed();
+
 -- Helpers of the ticks, in C (src/feed/ticks.cpp): the cluster's system identifier, stored in
 -- every tick; and the WAL flush that every reader of the feed does before it hands on what it
 -- read (the ticker commits asynchronously).

@@ -23,6 +23,7 @@ extern "C" {
 #include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
 #include "catalog/pg_type.h"
+#include "commands/trigger.h"
 #include "executor/spi.h"
 #include "funcapi.h"
 #include "miscadmin.h"
@@ -44,10 +45,13 @@ PG_FUNCTION_INFO_V1(statesman_append_bytes);
 PG_FUNCTION_INFO_V1(statesman_append_delete);
 PG_FUNCTION_INFO_V1(statesman_address_of);
 PG_FUNCTION_INFO_V1(statesman_in_transaction_block);
+PG_FUNCTION_INFO_V1(statesman_roots_changed);
 }
 
 #include <cstring>
+#include <optional>
 #include <string>
+#include <unordered_map>
 
 #include "statesman/feed/message_format.hpp"
 #include "statesman/feed/ticks.hpp"
@@ -137,15 +141,31 @@ struct InsertShape {
   AttrNumber param_attno[kParamCount] = {};
 };
 InsertShape insert_shape;
+// The ledger's catalog facts (Ledger, below), kept like the shape.
+bool ledger_known = false;
+// The append functions' result row type (ReturnAppendResult), in TopMemoryContext.
+TupleDesc result_desc = nullptr;
+// The roots' declarations as this session last read them (see CachedRoot), kept like the shape
+// and also forgotten when statesman.roots changes (its trigger, statesman._roots_changed,
+// invalidates the table in every session at commit, and in this one at once).
+struct CachedRoot {
+  std::optional<std::string> fingerprint, content_type;
+  std::optional<int32> max_revisions;
+  std::optional<int64> max_bytes;
+};
+std::unordered_map<std::string, CachedRoot> *root_cache = nullptr;
+constexpr size_t kRootCacheSize = 1024;  // distinct roots kept; then the cache starts over
 
-void ForgetVersionCheck(Datum, int, uint32) {
+void ForgetCatalogFacts() {
   installed_version_checked = false;
   insert_shape = InsertShape{};
+  ledger_known = false;
+  if (root_cache != nullptr) root_cache->clear();
+  if (result_desc != nullptr) FreeTupleDesc(result_desc);
+  result_desc = nullptr;
 }
-void ForgetVersionCheckRel(Datum, Oid) {
-  installed_version_checked = false;
-  insert_shape = InsertShape{};
-}
+void ForgetVersionCheck(Datum, int, uint32) { ForgetCatalogFacts(); }
+void ForgetVersionCheckRel(Datum, Oid) { ForgetCatalogFacts(); }
 
 // extversion of statesman in pg_extension (palloc'd), or nullptr when it is not installed.
 // Plain PostgreSQL code: run it under pg::Call.
@@ -235,8 +255,8 @@ const char *TextParamArg(AppendRequest &req, Param param, FunctionCallInfo fcinf
   return TextArg(fcinfo, argno);
 }
 
-// The ledger's catalog facts, looked up for each append (syscache hits, so cheap, and never
-// stale across DROP/CREATE EXTENSION).
+// The ledger's catalog facts: kept between appends, looked up again after any change of a
+// relation or a function (DROP/CREATE EXTENSION, ALTER EXTENSION UPDATE, an owner change).
 struct Ledger {
   Oid history;
   Oid primary_key;
@@ -258,7 +278,20 @@ struct RootDeclaration {
   int64 max_bytes = 0;
 };
 
+Ledger LookupLedgerInCatalog();
+
+// The ledger's facts, from the catalog after any change of a relation or function (see
+// ForgetCatalogFacts), else as last looked up. Plain PostgreSQL code: run it under pg::Call.
 Ledger LookupLedger() {
+  static Ledger known;
+  if (!ledger_known) {
+    known = LookupLedgerInCatalog();
+    ledger_known = true;
+  }
+  return known;
+}
+
+Ledger LookupLedgerInCatalog() {
   Oid schema = get_namespace_oid("statesman", false);
   Ledger ledger{};
   ledger.history = get_relname_relid("history", schema);
@@ -439,6 +472,51 @@ bool InsertDirect(const Ledger &ledger, AppendRequest &req) {
   return true;
 }
 
+// The root's declaration for this append. Under READ COMMITTED from the session's copy when it
+// has one (after taking in the invalidations other sessions' commits sent, so a declaration
+// committed before this statement began is seen), else read with `snapshot` and kept. Under
+// REPEATABLE READ or SERIALIZABLE always read with the transaction's snapshot, and not kept.
+// C++ (the copies are std::strings): every PostgreSQL call in it goes through pg::Call.
+RootDeclaration RootFor(const Ledger &ledger, Snapshot snapshot, Datum root, const std::string &root_name) {
+  if (IsolationUsesXactSnapshot()) return Call([&] { return LookupRoot(ledger, snapshot, root); });
+  Call([] { AcceptInvalidationMessages(); });
+  if (root_cache == nullptr) root_cache = new std::unordered_map<std::string, CachedRoot>();
+  auto found = root_cache->find(root_name);
+  if (found == root_cache->end()) {
+    RootDeclaration decl = Call([&] { return LookupRoot(ledger, snapshot, root); });
+    auto bytes = [](Datum value) {
+      const text *t = Call([&] { return DatumGetTextPP(value); });
+      return std::string(VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+    };
+    CachedRoot c;
+    if (!decl.fingerprint_null) c.fingerprint = bytes(decl.fingerprint);
+    if (!decl.content_type_null) c.content_type = bytes(decl.content_type);
+    if (decl.has_max_revisions) c.max_revisions = decl.max_revisions;
+    if (decl.has_max_bytes) c.max_bytes = decl.max_bytes;
+    if (root_cache->size() >= kRootCacheSize) root_cache->clear();
+    root_cache->emplace(root_name, std::move(c));
+    return decl;
+  }
+  const CachedRoot &c = found->second;
+  auto text_datum = [](const std::string &value) {
+    return Call([&] { return PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size()))); });
+  };
+  RootDeclaration decl;
+  if (c.fingerprint) {
+    decl.fingerprint = text_datum(*c.fingerprint);
+    decl.fingerprint_null = false;
+  }
+  if (c.content_type) {
+    decl.content_type = text_datum(*c.content_type);
+    decl.content_type_null = false;
+  }
+  decl.has_max_revisions = c.max_revisions.has_value();
+  decl.max_revisions = c.max_revisions.value_or(0);
+  decl.has_max_bytes = c.max_bytes.has_value();
+  decl.max_bytes = c.max_bytes.value_or(0);
+  return decl;
+}
+
 // Runs as the ledger's owner between construction and destruction, the way PostgreSQL's own
 // RI triggers act on a table: the append functions are SECURITY INVOKER (no per-call GUC
 // save/restore), and only these fixed, schema-qualified statements get the owner's rights.
@@ -530,12 +608,13 @@ AppendResult AppendRecord(AppendRequest &req) {
   // it makes the INSERT fail, which is reported as 40001 below.
   int64 latest = 0;
   RootDeclaration root_decl;
-  Call([&] {
-    Snapshot snapshot = RegisterSnapshot(GetTransactionSnapshot());
-    latest = LatestRevision(ledger, snapshot, req.values[kAddress]);
-    root_decl = LookupRoot(ledger, snapshot, req.values[kRoot]);
-    UnregisterSnapshot(snapshot);
+  Snapshot snapshot = Call([&] {
+    Snapshot s = RegisterSnapshot(GetTransactionSnapshot());
+    latest = LatestRevision(ledger, s, req.values[kAddress]);
+    return s;
   });
+  root_decl = RootFor(ledger, snapshot, req.values[kRoot], root);  // (an error leaves the snapshot to the abort)
+  Call([&] { UnregisterSnapshot(snapshot); });
   req.values[kRevision] = Int64GetDatum(latest + 1);
   req.nulls[kRevision] = ' ';
   // The envelope: from the call, else from the root's declaration.
@@ -602,10 +681,29 @@ AppendResult AppendRecord(AppendRequest &req) {
   });
 }
 
-// Returns the one (address, revision) row of an append as a materialized set.
+// Returns the one (address, revision) row of an append as a materialized set. What
+// InitMaterializedSRF does, without building the result's row type from pg_proc on every
+// call: it is built once (and again after any change of a function, see ForgetVersionCheck).
 Datum ReturnAppendResult(FunctionCallInfo fcinfo, AppendResult result) {
-  InitMaterializedSRF(fcinfo, 0);
   ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
+  if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) || (rsinfo->allowedModes & SFRM_Materialize) == 0 ||
+      rsinfo->expectedDesc == nullptr) {
+    InitMaterializedSRF(fcinfo, 0);  // raises the error that fits
+  } else {
+    if (result_desc == nullptr) {
+      TupleDesc desc = nullptr;
+      if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+        elog(ERROR, "statesman: an append function must return a row type");
+      MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+      result_desc = CreateTupleDescCopy(desc);
+      MemoryContextSwitchTo(old);
+    }
+    MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
+    rsinfo->returnMode = SFRM_Materialize;
+    rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0, false, work_mem);
+    rsinfo->setDesc = CreateTupleDescCopy(result_desc);
+    MemoryContextSwitchTo(old);
+  }
   Datum values[2] = {CStringGetTextDatum(result.address), Int64GetDatum(result.revision)};
   bool nulls[2] = {false, false};
   tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
@@ -710,3 +808,14 @@ extern "C" Datum statesman_address_of(PG_FUNCTION_ARGS) {
 
 // statesman._in_transaction_block() → true inside BEGIN … COMMIT.
 extern "C" Datum statesman_in_transaction_block(PG_FUNCTION_ARGS) { PG_RETURN_BOOL(IsTransactionBlock()); }
+
+// statesman._roots_changed(): the statement trigger of statesman.roots. Invalidates the table's
+// relation cache entry, which reaches every session at commit (and this one at its next command)
+// and makes each forget its copies of the declarations (ForgetCatalogFacts).
+extern "C" Datum statesman_roots_changed(PG_FUNCTION_ARGS) {
+  if (!CALLED_AS_TRIGGER(fcinfo))
+    ereport(ERROR, (errcode(ERRCODE_E_R_I_E_TRIGGER_PROTOCOL_VIOLATED),
+                    errmsg("statesman._roots_changed() must be called as a trigger")));
+  CacheInvalidateRelcache(reinterpret_cast<TriggerData *>(fcinfo->context)->tg_relation);
+  return PointerGetDatum(nullptr);
+}
