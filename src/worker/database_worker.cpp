@@ -26,16 +26,16 @@ namespace {
 constexpr int64 kSuperviseEveryMs = 1000;
 constexpr int64 kRelaunchAfterMs = 1000;  // a dispatcher that exited is restarted after this
 constexpr int64 kSequenceBatch = 10000;
-// After a tick, before the next: from 1 ms (a tick of a record or two: the feed is quiet, keep
-// the latency low) to 4 ms (a tick of 8 positions or more: a stream of appends, gather more of
-// it per tick). Each tick costs a row of statesman.ticks and its commit; under a stream of
-// appends ticking every millisecond spent more WAL and CPU on ticks than the records' index
-// entries cost (docs/feed.md "What the ticks cost").
+// After a tick, before the next: from 1 ms (a tick of up to 7 positions: the feed is quiet or
+// moderately busy, keep the latency low) up to 10 ms (a tick of 40 positions or more: a stream
+// of appends, gather more of it per tick). Each tick costs a row of statesman.ticks and its
+// commit; under a stream of appends ticking every millisecond spent more WAL and CPU on ticks
+// than the records' index entries cost (docs/feed.md "What the ticks cost").
 constexpr int64 kSequenceGatherMinMs = 1;
-constexpr int64 kSequenceGatherMaxMs = 4;
+constexpr int64 kSequenceGatherMaxMs = 10;
 
 int64 GatherMillis(int64 positions) {
-  return std::clamp<int64>(positions / 2, kSequenceGatherMinMs, kSequenceGatherMaxMs);
+  return std::clamp<int64>(positions / 4, kSequenceGatherMinMs, kSequenceGatherMaxMs);
 }
 
 // What the database worker keeps from one supervision pass to the next.
