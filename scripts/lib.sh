@@ -11,6 +11,9 @@ PACKAGES="build-essential postgresql-15 postgresql-server-dev-15 postgresql-15-p
   libnats-dev nats-server"
 # The kafka sink (librdkafka) and its tests: librdkafka's mock cluster and kcat to read it back.
 PACKAGES="$PACKAGES librdkafka-dev kcat"
+# The webhook sink (libcurl; its signature is OpenSSL's HMAC) and its tests' receiver (python3,
+# and openssl for a self-signed certificate).
+PACKAGES="$PACKAGES libcurl4-openssl-dev libssl-dev python3 openssl"
 
 say() { printf '%s\n' "$*" >&2; }
 

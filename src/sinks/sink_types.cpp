@@ -10,10 +10,11 @@ extern const SinkType kRedisSink;
 extern const SinkType kPostgresSink;
 extern const SinkType kNatsSink;
 extern const SinkType kKafkaSink;
+extern const SinkType kWebhookSink;
 
 const std::vector<const SinkType *> &SinkTypes() {
   static const std::vector<const SinkType *> types = {&kTableSink, &kRedisSink, &kPostgresSink, &kNatsSink,
-                                                      &kKafkaSink};
+                                                      &kKafkaSink, &kWebhookSink};
   return types;
 }
 
