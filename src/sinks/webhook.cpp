@@ -345,7 +345,18 @@ class WebhookSink : public Sink {
   std::string id_, body_;
   curl_slist *headers_ = nullptr;
   Answer answer_;
+
+  // What the receiver accepted of a page that then failed: the page's first position and the
+  // last position of its accepted requests. The retry of that page (same first position) skips
+  // them, counting them as deduplicated, so that a receiver that fails every few requests still
+  // sees a long page through.
+  struct Accepted {
+    int64_t first = 0, through = 0;
+  };
+  std::optional<Accepted> accepted_;
+  size_t skipped_ = 0;
 };
+
 
 void WebhookSink::Open() {
   if (easy_ != nullptr) return;
@@ -496,9 +507,15 @@ void WebhookSink::Start(const std::vector<Message> &page, const Budget &budget) 
   page_ = &page;
   budget_ = budget;
   next_ = batch_end_ = 0;
+  skipped_ = 0;
   start_error_.clear();
   limit_ms_ = std::max<int64_t>(0, LeftMillis());
   if (page.empty()) return;
+  if (accepted_ && accepted_->first == page.front().position)
+    while (next_ < page.size() && page[next_].position <= accepted_->through) ++next_;
+  accepted_.reset();
+  skipped_ = next_;
+  if (next_ == page.size()) return;
   try {
     Open();
     BeginRequest();
@@ -517,6 +534,7 @@ Outcome WebhookSink::Finish() {
     return out;
   }
   if (!start_error_.empty()) {
+    accepted_.reset();
     page_ = nullptr;
     out.error = Describe(start_error_);
     return out;
@@ -537,11 +555,13 @@ Outcome WebhookSink::Finish() {
   EndTransfer();
   page_ = nullptr;
   if (!problem.empty()) {
+    if (next_ > 0) accepted_ = Accepted{pending->front().position, (*pending)[next_ - 1].position};
     out.published = 0;
     out.error = Describe(problem);
     return out;
   }
   out.ok = true;
+  out.deduplicated = static_cast<int64_t>(skipped_);
   return out;
 }
 
