@@ -21,7 +21,8 @@ my %TITLE = (
 	kafka    => 'delivery to kafka (librdkafka\'s mock cluster)',
 	pgq      => "PgQ's drain and latency",
 	steady   => 'steady state',
-	nats     => 'delivery to the nats sink');
+	nats     => 'delivery to the nats sink',
+	webhook  => 'delivery to the webhook sink');
 
 sub _machine
 {
@@ -53,6 +54,7 @@ sub summary
 	push @o, Bench::PgQ::summary($b, $R) if want($s, 'pgq') && !want($s, 'delivery');
 	push @o, Bench::Steady::summary($b, $R) if want($s, 'steady');
 	push @o, Bench::Nats::summary($b, $R) if want($s, 'nats');
+	push @o, Bench::Webhook::summary($b, $R) if want($s, 'webhook');
 	return @o;
 }
 
@@ -78,6 +80,7 @@ sub lines
 	push @o, Bench::PgQ::report($b, $R)      if want($s, 'pgq');
 	push @o, Bench::Steady::report($b, $R)   if want($s, 'steady');
 	push @o, Bench::Nats::report($b, $R)     if want($s, 'nats');
+	push @o, Bench::Webhook::report($b, $R)  if want($s, 'webhook');
 	return @o;
 }
 
