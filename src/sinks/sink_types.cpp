@@ -13,8 +13,8 @@ extern const SinkType kKafkaSink;
 extern const SinkType kWebhookSink;
 
 const std::vector<const SinkType *> &SinkTypes() {
-  static const std::vector<const SinkType *> types = {&kTableSink, &kRedisSink, &kPostgresSink, &kNatsSink,
-                                                      &kKafkaSink, &kWebhookSink};
+  static const std::vector<const SinkType *> types = {&kTableSink, &kRedisSink, &kPostgresSink,
+                                                      &kNatsSink,  &kKafkaSink, &kWebhookSink};
   return types;
 }
 

@@ -44,9 +44,9 @@ constexpr size_t kExcerpt = 200;    // of an answer's body, in an error
 constexpr size_t kBodyKept = 4096;  // of an answer's body, read (the rest is dropped)
 
 // Header names the sink sets itself, or that would break the request.
-constexpr const char *kReservedHeaders[] = {"webhook-id",     "webhook-timestamp", "webhook-signature",
-                                            "content-type",   "content-length",    "host",
-                                            "transfer-encoding", "connection",     "expect"};
+constexpr const char *kReservedHeaders[] = {"webhook-id",        "webhook-timestamp", "webhook-signature",
+                                            "content-type",      "content-length",    "host",
+                                            "transfer-encoding", "connection",        "expect"};
 
 // ---- The url --------------------------------------------------------------------------------
 
@@ -79,8 +79,8 @@ UrlParts SplitUrl(const std::string &url) {
       out.secrets.push_back(info.substr(colon + 1));
     rest.replace(0, at, "********");
     slash = rest.find('/');
-    out.host = rest.substr(std::strlen("********@"), slash == std::string::npos ? std::string::npos
-                                                                                 : slash - std::strlen("********@"));
+    out.host = rest.substr(std::strlen("********@"),
+                           slash == std::string::npos ? std::string::npos : slash - std::strlen("********@"));
   } else {
     out.host = rest.substr(0, slash);
   }
@@ -112,7 +112,8 @@ std::string CheckOptions(const std::string &options_json) {
   check([&] {
     auto url = StringOption(kName, o, "url");
     if (!url)
-      Invalid("option \"url\" is required", "The receiver's endpoint, such as \"https://hooks.example.com/statesman\".");
+      Invalid("option \"url\" is required",
+              "The receiver's endpoint, such as \"https://hooks.example.com/statesman\".");
     UrlParts parts = SplitUrl(*url);
     if (parts.scheme != "http" && parts.scheme != "https")
       Invalid("option \"url\" must be an http:// or https:// url (got \"" + parts.shown + "\")");
@@ -318,9 +319,9 @@ class WebhookSink : public Sink {
   }
   // "messages 1-100 of 1000, webhook-id …": which request of the page.
   std::string Which() const {
-    std::string which = batch_end_ - next_ == 1 ? "message " + std::to_string(next_ + 1)
-                                                : "messages " + std::to_string(next_ + 1) + "-" +
-                                                      std::to_string(batch_end_);
+    std::string which = batch_end_ - next_ == 1
+                            ? "message " + std::to_string(next_ + 1)
+                            : "messages " + std::to_string(next_ + 1) + "-" + std::to_string(batch_end_);
     return which + " of " + std::to_string(page_->size()) + ", webhook-id \"" + id_ + "\"";
   }
 
@@ -356,7 +357,6 @@ class WebhookSink : public Sink {
   std::optional<Accepted> accepted_;
   size_t skipped_ = 0;
 };
-
 
 void WebhookSink::Open() {
   if (easy_ != nullptr) return;

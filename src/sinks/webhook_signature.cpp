@@ -28,8 +28,8 @@ std::string Signature(const std::string &key, const std::string &id, const std::
   content.append(id).append(1, '.').append(timestamp).append(1, '.').append(body);
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int mac_len = 0;
-  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char *>(content.data()),
-           content.size(), mac, &mac_len) == nullptr)
+  if (HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+           reinterpret_cast<const unsigned char *>(content.data()), content.size(), mac, &mac_len) == nullptr)
     return std::string();
   unsigned char b64[4 * ((EVP_MAX_MD_SIZE + 2) / 3) + 1];
   int n = EVP_EncodeBlock(b64, mac, static_cast<int>(mac_len));

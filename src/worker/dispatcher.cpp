@@ -166,8 +166,7 @@ Value Int(int64 n) { return std::to_string(n); }
 // DeliverPage): the page is bounded and built under the page lock in one step (feed/page.hpp),
 // published, and only then the cursor moves, in the same transaction.
 // A failed publish's wish for a wait (sink::Outcome::retry_after_ms) goes to *retry_after_ms.
-Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, ReadAhead &ahead,
-                        int64 *retry_after_ms) {
+Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, ReadAhead &ahead, int64 *retry_after_ms) {
   OutboxPage page = OpenOutboxPage(outbox_id);
   Row result(8);
   if (page.status != "open") {
