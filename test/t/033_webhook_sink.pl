@@ -190,7 +190,9 @@ query("SELECT statesman.append('hang', 'late', '{}')");
 	my $deadline = time + 30;
 	usleep(50_000) while $hang->stats->{requests} == $n0 && time < $deadline;
 	my $pid = outbox_status($node, 'hang', 'leader_pid');
-	usleep(500_000);
+	# With the old 500 ms timeout a retry would have come within 1.5 s (timeout + max_retry_delay).
+	usleep(2_500_000);
+	is($hang->stats->{requests}, $n0 + 1, 'the dispatcher is still waiting on its one hung request (timeout_ms 20000)');
 	my $t0 = time;
 	kill 'TERM', $pid;
 	usleep(20_000) while kill(0, $pid) && time - $t0 < 15;
