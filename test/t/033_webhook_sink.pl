@@ -10,6 +10,8 @@
 #   flaky       every 3rd request answers 503: retried, every message accepted.
 #   hang        every 4th request hangs past timeout_ms: retried, every message accepted; a
 #               dispatcher waiting on a hung request ends at once on SIGTERM.
+#   restart     the receiver stopped: backing off with the connection error; started again on the
+#               same port: everything delivered.
 #   400         a receiver that answers 400 with a body: last_error has the status and an excerpt
 #               of the body (not the secret, the header values, the url's credentials), the cursor stays.
 #   retry-after 429 and 503 with Retry-After: 2: the next attempt comes no sooner than ~2 s (the
@@ -180,17 +182,18 @@ wait_for($node,
 note 'last_error: ' . outbox_status($node, 'hang', 'last_error');
 caught_up('hang', 'every 4th request hangs: the outbox still catches up');
 is_deeply(missing($hang, 'hang'), [], 'every message was accepted: nothing lost');
-# A dispatcher waiting on a hung request (timeout_ms 20000) ends at once on SIGTERM.
+# A dispatcher waiting on a hung request (timeout_ms 20000) ends at once on SIGTERM: a fresh
+# outbox, so that its settings are those from its start.
+query("SELECT statesman.drop_outbox('hang')");
 $hang->control(hang_every => 1, hang_s => 30);
-query("SELECT statesman.alter_outbox('hang', sink_options => '"
-	  . $json->encode({ url => $hang->url, secret => $secret, timeout_ms => 20000 }) . "')");
-query("SELECT statesman.append('hang', 'late', '{}')");
+outbox('patient', { url => $hang->url, secret => $secret, timeout_ms => 20000 }, "root => 'patient'");
 {
 	my $n0 = $hang->stats->{requests};
+	query("SELECT statesman.append('patient', 'late', '{}')");
 	my $deadline = time + 30;
 	usleep(50_000) while $hang->stats->{requests} == $n0 && time < $deadline;
-	my $pid = outbox_status($node, 'hang', 'leader_pid');
-	# With the old 500 ms timeout a retry would have come within 1.5 s (timeout + max_retry_delay).
+	my $pid = outbox_status($node, 'patient', 'leader_pid');
+	# A timeout of 500 ms would have brought a retry within 1.5 s (timeout + max_retry_delay).
 	usleep(2_500_000);
 	is($hang->stats->{requests}, $n0 + 1, 'the dispatcher is still waiting on its one hung request (timeout_ms 20000)');
 	my $t0 = time;
@@ -200,8 +203,32 @@ query("SELECT statesman.append('hang', 'late', '{}')");
 	ok(!kill(0, $pid), sprintf('SIGTERM ends the dispatcher waiting for a hung receiver (after %.2f s)', $took));
 	cmp_ok($took, '<', 3, '... within moments, not its 20 s timeout');
 }
-query("SELECT statesman.drop_outbox('hang')");
+query("SELECT statesman.drop_outbox('patient')");
 $hang->stop;
+
+# ---- restart -----------------------------------------------------------------------------------
+# The receiver goes away while records come in: the outbox backs off with the connection error;
+# a receiver started again on the same port gets everything (libcurl connects anew).
+{
+	my $first = Statesman::Webhook->start(secret => $secret);
+	my $port  = $first->port;
+	outbox('restart', { url => $first->url, secret => $secret, batch_size => 10 }, "root => 'restart'");
+	append_n('restart', 100, 'r');
+	caught_up('restart', 'the restart outbox delivers its first 100 records');
+	$first->stop;
+	append_n('restart', 100, 's');
+	wait_for($node,
+		q{SELECT state = 'backing_off' AND attempts > 0 AND last_error LIKE '%failed: Failed to connect to 127.0.0.1 port%'
+		  FROM statesman.outbox_status WHERE outbox_id = 'restart'},
+		'the receiver stopped: the outbox backs off with the connection error');
+	note 'last_error: ' . outbox_status($node, 'restart', 'last_error');
+	my $again = Statesman::Webhook->start(secret => $secret, port => $port);
+	caught_up('restart', 'a receiver on the same port again: the outbox catches up');
+	my %got = (%{ accepted($first) }, %{ accepted($again) });
+	is_deeply([ grep { !$got{$_} } sort keys %{ feed('restart') } ], [], 'all 200 records received, nothing lost');
+	query("SELECT statesman.drop_outbox('restart')");
+	$again->stop;
+}
 
 # ---- 400 ---------------------------------------------------------------------------------------
 my $refuse = Statesman::Webhook->start(secret => $secret);

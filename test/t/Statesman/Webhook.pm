@@ -41,7 +41,8 @@ sub receiver_script
 
 # Starts a receiver. Options: secret (verified on every request; none: requests must be
 # unsigned), tls => 1 (https, a self-signed certificate for 127.0.0.1 made with openssl),
-# no_bodies => 1 (the log keeps ids only: the bench), log => 0 (no log at all).
+# no_bodies => 1 (the log keeps ids only: the bench), log => 0 (no log at all), port => N (that
+# port instead of a free one: a receiver started again where a stopped one was).
 sub start
 {
 	my ($class, %opts) = @_;
@@ -53,6 +54,7 @@ sub start
 	push @cmd, '--log', $self->{logfile} unless defined $opts{log} && !$opts{log};
 	push @cmd, '--secret', $opts{secret} if defined $opts{secret};
 	push @cmd, '--no-bodies' if $opts{no_bodies};
+	push @cmd, '--port', $opts{port} if $opts{port};
 	if ($opts{tls})
 	{
 		my ($cert, $key) = map { File::Spec->catfile($self->{dir}, $_) } qw(cert.pem key.pem);
