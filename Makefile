@@ -30,7 +30,9 @@ OBJS = \
 	src/sinks/format.o \
 	src/sinks/nats.o \
 	src/sinks/kafka.o \
-	src/sinks/rabbitmq.o
+	src/sinks/rabbitmq.o \
+	src/sinks/webhook_signature.o \
+	src/sinks/webhook.o
 
 # One full install script, built (below); the released versions' install scripts are not kept:
 # the upgrade test takes them from git (make upgrade-bases, test/upgrade/releases).
@@ -42,8 +44,9 @@ LIBPQ_INCLUDEDIR := $(shell $(PG_CONFIG) --includedir)
 PG_CPPFLAGS = -I$(CURDIR)/include -DSTATESMAN_VERSION='"$(EXTVERSION)"'
 PG_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -Wno-register -fno-omit-frame-pointer
 # The redis sink uses hiredis, the postgres sink libpq (as dblink and postgres_fdw do), the nats
-# sink nats.c (libnats), the kafka sink librdkafka, the rabbitmq sink rabbitmq-c (librabbitmq).
-SHLIB_LINK  = -lhiredis -lpq -lnats -lrdkafka -lrabbitmq -lstdc++
+# sink nats.c (libnats), the kafka sink librdkafka, the rabbitmq sink rabbitmq-c (librabbitmq), the
+# webhook sink libcurl and OpenSSL's libcrypto (its HMAC-SHA256 signature).
+SHLIB_LINK  = -lhiredis -lpq -lnats -lrdkafka -lrabbitmq -lcurl -lcrypto -lstdc++
 
 # Only the postgres sink sees libpq's headers (it never includes the server's).
 src/sinks/postgres.o: CXXFLAGS += -I$(LIBPQ_INCLUDEDIR)
@@ -138,14 +141,15 @@ installcheck: upgrade-bases
 # the client library). Each test/unit/test_*.cpp is one program printing TAP.
 UNIT_TESTS   = $(patsubst test/unit/%.cpp,test/unit/build/%,$(wildcard test/unit/test_*.cpp))
 UNIT_SOURCES = src/worker/backoff.cpp src/feed/message_format.cpp src/store/names.cpp \
-               src/sinks/io.cpp src/sinks/postgres.cpp src/sinks/routing.cpp src/sinks/format.cpp
+               src/sinks/io.cpp src/sinks/postgres.cpp src/sinks/routing.cpp src/sinks/format.cpp \
+               src/sinks/webhook_signature.cpp
 UNIT_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -O1 -g \
                 -Iinclude -Itest/unit
 test/unit/build/%.o: src/%.cpp
 	@$(MKDIR_P) $(dir $@)
 	$(CXX) $(UNIT_CXXFLAGS) $(if $(filter sinks/postgres,$*),-I$(LIBPQ_INCLUDEDIR)) -c -o $@ $<
 test/unit/build/test_%: test/unit/test_%.cpp test/unit/tap.hpp $(patsubst src/%.cpp,test/unit/build/%.o,$(UNIT_SOURCES))
-	$(CXX) $(UNIT_CXXFLAGS) -o $@ $< $(patsubst src/%.cpp,test/unit/build/%.o,$(UNIT_SOURCES)) -lpq
+	$(CXX) $(UNIT_CXXFLAGS) -o $@ $< $(patsubst src/%.cpp,test/unit/build/%.o,$(UNIT_SOURCES)) -lpq -lcrypto
 unit: $(UNIT_TESTS)
 	@failed=0; for t in $(UNIT_TESTS); do echo "# $$t"; $$t || failed=1; done; exit $$failed
 

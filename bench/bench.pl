@@ -10,7 +10,8 @@
 # The parts: Bench::Append (append vs bare INSERT and PgQ with the worker on and pgqd ticking;
 # the worker-off breakdown and sequence_feed), Bench::Delivery
 # (latency, lease, read_feed drains and breakdown, drains to the sinks), Bench::Nats (the drain
-# to the `nats` sink and nats.c's own publisher), Bench::PgQ (PgQ's drain and latency),
+# to the `nats` sink and nats.c's own publisher), Bench::Webhook (the drain to the `webhook` sink
+# and a bare libcurl client into the same receiver), Bench::PgQ (PgQ's drain and latency),
 # Bench::Steady (the steady state); the report: Bench::Report.
 use strict;
 use warnings;
@@ -36,6 +37,7 @@ use Bench::Delivery;
 use Bench::Nats;
 use Bench::RabbitMQ;
 use Bench::Kafka;
+use Bench::Webhook;
 use Bench::PgQ;
 use Bench::Report;
 use Bench::Run;
@@ -114,6 +116,7 @@ Bench::Delivery::measure($b, $R) if want($s, 'delivery');
 Bench::Nats::measure($b, $R)     if want($s, 'nats');        # on the delivery part's backlog, or its own
 Bench::Kafka::measure($b, $R)    if want($s, 'kafka');    # on the delivery part's backlog, or its own
 Bench::RabbitMQ::measure($b, $R) if want($s, 'rabbitmq'); # on the delivery part's backlog, or its own
+Bench::Webhook::measure($b, $R)  if want($s, 'webhook');  # on the delivery part's backlog, or its own
 Bench::PgQ::measure($b, $R)      if want($s, 'pgq');
 Bench::Steady::measure($b, $R)   if want($s, 'steady');
 

@@ -13,6 +13,9 @@ PACKAGES="build-essential postgresql-15 postgresql-server-dev-15 postgresql-15-p
 PACKAGES="$PACKAGES librdkafka-dev kcat"
 # The rabbitmq sink (rabbitmq-c) and its tests: a rabbitmq-server node of their own.
 PACKAGES="$PACKAGES librabbitmq-dev rabbitmq-server"
+# The webhook sink (libcurl; its signature is OpenSSL's HMAC) and its tests' receiver (python3,
+# and openssl for a self-signed certificate).
+PACKAGES="$PACKAGES libcurl4-openssl-dev libssl-dev python3 openssl"
 
 say() { printf '%s\n' "$*" >&2; }
 

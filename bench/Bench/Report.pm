@@ -22,7 +22,8 @@ my %TITLE = (
 	pgq      => "PgQ's drain and latency",
 	steady   => 'steady state',
 	nats     => 'delivery to the nats sink',
-	rabbitmq => 'delivery to the rabbitmq sink');
+	rabbitmq => 'delivery to the rabbitmq sink',
+	webhook  => 'delivery to the webhook sink');
 
 sub _machine
 {
@@ -55,6 +56,7 @@ sub summary
 	push @o, Bench::Steady::summary($b, $R) if want($s, 'steady');
 	push @o, Bench::Nats::summary($b, $R) if want($s, 'nats');
 	push @o, Bench::RabbitMQ::summary($b, $R) if want($s, 'rabbitmq');
+	push @o, Bench::Webhook::summary($b, $R) if want($s, 'webhook');
 	return @o;
 }
 
@@ -81,6 +83,7 @@ sub lines
 	push @o, Bench::Steady::report($b, $R)   if want($s, 'steady');
 	push @o, Bench::Nats::report($b, $R)     if want($s, 'nats');
 	push @o, Bench::RabbitMQ::report($b, $R) if want($s, 'rabbitmq');
+	push @o, Bench::Webhook::report($b, $R)  if want($s, 'webhook');
 	return @o;
 }
 

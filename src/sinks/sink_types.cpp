@@ -11,10 +11,11 @@ extern const SinkType kPostgresSink;
 extern const SinkType kNatsSink;
 extern const SinkType kKafkaSink;
 extern const SinkType kRabbitSink;
+extern const SinkType kWebhookSink;
 
 const std::vector<const SinkType *> &SinkTypes() {
-  static const std::vector<const SinkType *> types = {&kTableSink, &kRedisSink, &kPostgresSink,
-                                                      &kNatsSink,  &kKafkaSink, &kRabbitSink};
+  static const std::vector<const SinkType *> types = {&kTableSink, &kRedisSink,  &kPostgresSink, &kNatsSink,
+                                                      &kKafkaSink, &kRabbitSink, &kWebhookSink};
   return types;
 }
 

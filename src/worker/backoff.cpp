@@ -11,6 +11,12 @@ Millis RetryDelay(const OutboxSettings &settings, int attempts) {
   return std::min(delay, settings.max_retry_delay);
 }
 
+Millis RetryDelay(const OutboxSettings &settings, int attempts, Millis retry_after) {
+  Millis delay = RetryDelay(settings, attempts);
+  if (retry_after <= 0) return delay;
+  return std::max(delay, std::min(retry_after, std::max<Millis>(settings.max_retry_delay, 1)));
+}
+
 bool ShouldPark(const OutboxSettings &settings, int attempts) {
   return settings.skip_poison_after_attempts.has_value() && attempts >= *settings.skip_poison_after_attempts;
 }

@@ -165,7 +165,8 @@ Value Int(int64 n) { return std::to_string(n); }
 // One page to a sink outside this database, in the shape of statesman._page_result (see
 // DeliverPage): the page is bounded and built under the page lock in one step (feed/page.hpp),
 // published, and only then the cursor moves, in the same transaction.
-Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, ReadAhead &ahead) {
+// A failed publish's wish for a wait (sink::Outcome::retry_after_ms) goes to *retry_after_ms.
+Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, ReadAhead &ahead, int64 *retry_after_ms) {
   OutboxPage page = OpenOutboxPage(outbox_id);
   Row result(8);
   if (page.status != "open") {
@@ -214,6 +215,7 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
     sink::Outcome o = call.Finish();
     if (!o.ok) {
       StopIfRequested();
+      *retry_after_ms = o.retry_after_ms;
       ahead.valid = false;
       ahead.page = OutboxPage();
       result[0] = "failed";
@@ -267,7 +269,8 @@ struct CycleOutcome {
   bool failed = false;  // the sink refused the current page; retry after a backoff
   int attempts = 0;
   std::string error;
-  bool stop = false;  // the outbox was dropped or paused
+  int64 retry_after_ms = 0;  // when failed: the sink's wish for the wait (Retry-After), or 0
+  bool stop = false;         // the outbox was dropped or paused
 };
 
 // One page as statesman._page_result: status, read, last_position, published, deduplicated,
@@ -304,7 +307,9 @@ CycleOutcome RunCycle(const OutboxSettings &s, SinkHandle &handle, const std::fu
   };
   auto deliver = [&] {
     use();
-    return type->in_database ? DeliverTablePage(s.outbox_id) : DeliverExternalPage(s.outbox_id, call, ahead);
+    out.retry_after_ms = 0;
+    return type->in_database ? DeliverTablePage(s.outbox_id)
+                             : DeliverExternalPage(s.outbox_id, call, ahead, &out.retry_after_ms);
   };
 
   // Dead letters queued by statesman.redeliver().
@@ -498,12 +503,14 @@ class DispatcherProcess {
       if (IsTransactionState()) EndWork();
       if (out.stop) break;
       if (out.failed) {
-        retry_at_ = NowMillis() + worker::RetryDelay(settings_, out.attempts);
+        // The backoff, or longer when the sink asked for it (Retry-After), within max_retry_delay.
+        worker::Millis delay = worker::RetryDelay(settings_, out.attempts, out.retry_after_ms);
+        retry_at_ = NowMillis() + delay;
         int64 suppressed = 0;
         if (failures_.Allow(NowMillis(), &suppressed))
           Log(LogLevel::kWarning,
               "statesman: outbox \"" + outbox_id_ + "\": delivery failed (attempt " + std::to_string(out.attempts) +
-                  "), retrying in " + std::to_string(worker::RetryDelay(settings_, out.attempts)) + " ms: " + out.error,
+                  "), retrying in " + std::to_string(delay) + " ms: " + out.error,
               suppressed > 0 ? std::to_string(suppressed) + " similar warnings suppressed" : "");
         continue;
       }

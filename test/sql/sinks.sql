@@ -167,6 +167,44 @@ SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq'
 -- Several bad options, one error naming each; the password is never echoed.
 SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('q', 'rabbitmq',
   '{"host": "h", "port": 70000, "password": "hunter2-q", "routing_key": "{nope}", "timeout_ms": -1, "format": "xml"}')$$, 'hunter2-q');
+-- webhook: the defaults, then each option's rule; every bad option is named in one error; no
+-- secret (the secret, a header's value, the url's user info or query) is echoed.
+--
+SELECT statesman.create_outbox('w-defaults', 'webhook', '{"url": "https://hooks.example.com/in"}');
+SELECT sink_options FROM statesman.outboxes WHERE outbox_id = 'w-defaults';
+SELECT statesman.create_outbox('w-all', 'webhook',
+  '{"url": "http://hooks.internal:8080/statesman", "secret": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+    "headers": {"Authorization": "Bearer s3cr3t-w", "X-Tenant": "shop"}, "batch_size": 100, "timeout_ms": 2000,
+    "format": "cloudevents", "tls_verify": false}');
+SELECT sink_options - 'secret' - 'headers' AS options, sink_options ? 'secret' AS secret_kept,
+       sink_options -> 'headers' ? 'Authorization' AS header_kept
+  FROM statesman.outboxes WHERE outbox_id = 'w-all';
+SELECT statesman.create_outbox('w-plain', 'webhook', '{"url": "http://h/", "secret": "plain text key"}');
+
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"uri": "http://x"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "ftp://x/"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x/a b"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": 80}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://u:hunter2-w@"}')$$, 'hunter2-w');
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "ws://x/?token=hunter2-w"}')$$, 'hunter2-w');
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "secret": null}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "secret": ""}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "secret": "whsec_hunter2-w!"}')$$, 'hunter2-w');
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "headers": ["a"]}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "headers": {"Bad Name": "v"}}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "headers": {"Webhook-Signature": "hunter2-w"}}')$$, 'hunter2-w');
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "headers": {"X-Key": 7}}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "headers": {"X-Key": "hunter2-w\r\nX: y"}}')$$, 'hunter2-w');
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "batch_size": 0}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "batch_size": 10001}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "timeout_ms": 30000}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "format": "json"}')$$);
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook', '{"url": "http://x", "tls_verify": "no"}')$$);
+-- Several bad options, one error naming each.
+SELECT * FROM public.sink_error($$SELECT statesman.create_outbox('w', 'webhook',
+  '{"url": "http://u:hunter2-w@x/?k=v", "secret": "whsec_!!", "batch_size": -1, "format": "xml", "tls_verify": 1}')$$, 'hunter2-w');
 
 --
 -- postgres

@@ -37,6 +37,20 @@ static void TestRetryDelay() {
   CHECK_EQ(RetryDelay(big, 40), Millis{1000} << 39, "RetryDelay: 2^39 s after 40 failures with a huge cap");
 }
 
+// A sink's wish for a wait (sink::Outcome::retry_after_ms, an HTTP Retry-After).
+static void TestRetryAfter() {
+  OutboxSettings s;  // min_retry_delay 200, max_retry_delay 15000
+  CHECK_EQ(RetryDelay(s, 1, 0), Millis{200}, "RetryDelay with no wish (0): the backoff");
+  CHECK_EQ(RetryDelay(s, 1, -5), Millis{200}, "RetryDelay: a negative wish is no wish");
+  CHECK_EQ(RetryDelay(s, 1, 2000), Millis{2000}, "RetryDelay: a wish longer than the backoff is waited");
+  CHECK_EQ(RetryDelay(s, 5, 2000), Millis{3200}, "RetryDelay: a wish shorter than the backoff waits the backoff");
+  CHECK_EQ(RetryDelay(s, 1, 60000), Millis{15000}, "RetryDelay: a wish beyond max_retry_delay waits max_retry_delay");
+  CHECK_EQ(RetryDelay(s, 1, int64_t{1} << 62), Millis{15000}, "RetryDelay: a huge wish stays at the cap");
+  OutboxSettings small;
+  small.max_retry_delay = 1000;
+  CHECK_EQ(RetryDelay(small, 1, 2000), Millis{1000}, "RetryDelay: Retry-After 2 s under a 1 s cap waits 1 s");
+}
+
 static void TestShouldPark() {
   OutboxSettings s;
   CHECK(!ShouldPark(s, 1000000), "ShouldPark: never without skip_poison_after_attempts");
@@ -92,6 +106,7 @@ static void TestWarningLimiter() {
 
 int main() {
   TestRetryDelay();
+  TestRetryAfter();
   TestShouldPark();
   TestLeaseClock();
   TestWarningLimiter();

@@ -32,6 +32,10 @@ struct Outcome {
   int64_t published = 0;     // newly accepted
   int64_t deduplicated = 0;  // found already there (a re-delivery)
   std::string error;         // why not ok; never holds a secret
+  // When not ok: how long the sink asked to wait before the next attempt (an HTTP receiver's
+  // Retry-After), 0 for no wish. The dispatcher waits at least that long, but never longer than
+  // the outbox's max_retry_delay (worker::RetryDelay).
+  int64_t retry_after_ms = 0;
 };
 
 // The limits of one call into a sink. A sink never blocks past `deadline`, and while it waits

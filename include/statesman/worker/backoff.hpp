@@ -32,6 +32,11 @@ struct OutboxSettings {
 // min_retry_delay doubled per further failure, capped at max_retry_delay.
 Millis RetryDelay(const OutboxSettings &settings, int attempts);
 
+// The same when the sink asked for a wait of its own (sink::Outcome::retry_after_ms, an HTTP
+// receiver's Retry-After): the longer of the two, but never beyond max_retry_delay. A wish of 0
+// or less is no wish.
+Millis RetryDelay(const OutboxSettings &settings, int attempts, Millis retry_after);
+
 // True when a batch that failed `attempts` times in a row is to be skipped and parked.
 bool ShouldPark(const OutboxSettings &settings, int attempts);
 
