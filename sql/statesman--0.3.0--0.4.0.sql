@@ -1762,3 +1762,4 @@ COMMENT ON FUNCTION statesman._roots_changed() IS
     'invalidates the sessions'' copies of the root declarations when statesman.roots changes';
 CREATE TRIGGER roots_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON statesman.roots
     FOR EACH STATEMENT EXECUTE FUNCTION statesman._roots_changed();
+REVOKE ALL ON FUNCTION statesman._roots_changed() FROM PUBLIC;

@@ -2,8 +2,9 @@
 -- Reading the feed
 -------------------------------------------------------------------------------
 
--- Every reader of the feed gets its records from statesman._feed_page (07_sequencer.sql), the
--- one place where positions are derived.
+-- What every reader of the feed gets is defined by statesman._feed_page (07_sequencer.sql), the
+-- one place where positions are derived; the C readers (src/feed/page.cpp) read the same rows
+-- straight from the tables.
 
 -- Builds one statesman.state-change/v1 message (docs/design.md §5); serializerId is omitted when NULL.
 CREATE FUNCTION statesman._message(
@@ -32,8 +33,8 @@ COMMENT ON FUNCTION statesman._message_text(text, uuid, text, text, text, text, 
     text, text, text, integer, text, text, text, text, bytea, text, text, jsonb, text) IS
     'one statesman.state-change/v1 message as JSON text (equal to _message(...)::text)';
 
--- In C (src/feed/page.cpp): one statesman._feed_page call per pass, each message built from
--- the row in C++. Sequences on demand, but only in a READ COMMITTED transaction of its own (not
+-- In C (src/feed/page.cpp): one pass over statesman._feed_page's rows (read from the tables by
+-- the C++ row source), each message built from the row. Sequences on demand, but only in a READ COMMITTED transaction of its own (not
 -- inside BEGIN … COMMIT: the sequencer lock would be held until the caller commits and stall
 -- every other reader), not in a read-only one (a hot standby's: it serves what is sequenced),
 -- and only when the first pass, up to the head as it was, is short of a page: the second pass

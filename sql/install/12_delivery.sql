@@ -49,7 +49,7 @@ COMMENT ON FUNCTION statesman._page_outbox(text) IS 'an outbox''s row, under the
 -- totals commit together, so delivery into the table is exactly-once. The sink's failure
 -- (a constraint, a trigger, a missing table) is caught, recorded and reported as 'failed'.
 -- In C (src/feed/page.cpp): under the page lock, the outbox's row and cursor read once, the
--- page read by one statesman._feed_page call, its messages built in C++ and inserted by one
+-- page read in one pass (statesman._feed_page's rows, from the tables), its messages built in C++ and inserted by one
 -- kept INSERT … SELECT FROM unnest(…) (ON CONFLICT (message_id) DO NOTHING only after a
 -- unique violation: a re-delivery).
 CREATE FUNCTION statesman._deliver_table_page(outbox_id text) RETURNS statesman._page_result
@@ -208,8 +208,8 @@ COMMENT ON FUNCTION statesman._redeliver_table_page(text) IS
 
 -- Sinks outside this database (redis, postgres) take a page in two steps inside one
 -- transaction of the dispatcher: the dispatcher reads the page in one step (src/feed/page.cpp:
--- under the page lock, the outbox's row and cursor read once, the records read by one
--- statesman._feed_page call and their messages built in C++), the sink publishes them, and only
+-- under the page lock, the outbox's row and cursor read once, the records read in one pass
+-- (statesman._feed_page's rows, from the tables) and their messages built in C++), the sink publishes them, and only
 -- then _finish_page moves the cursor (publish first, then advance: docs/design.md §4).
 
 -- After the sink accepted a page: the cursor moves past it and the totals count it.

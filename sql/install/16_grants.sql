@@ -82,6 +82,7 @@ REVOKE ALL ON FUNCTION statesman._unsequenced() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._restart_ticks() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._prune_ticks() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._ticks_restore() FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._roots_changed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._note_own_tick() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._tick_snapshot() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._tick_own_record() FROM PUBLIC;

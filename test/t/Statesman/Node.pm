@@ -86,8 +86,13 @@ sub start_writer
 		    "SELECT current_database() || '/' || a.address || '#' || a.revision "
 		  . "FROM statesman.append('$root', '$path', '{\"i\": $i}') a;\n";
 	}
-	my $base = "$PostgreSQL::Test::Utils::tmp_check/writer_" . $tag;
-	PostgreSQL::Test::Utils::append_to_file("$base.sql", $sql);
+	# tmp_check is shared by the test files of one run: the test's name keeps each writer's
+	# script its own (two tests with the same tag would otherwise run each other's appends).
+	(my $test = $0) =~ s{.*/|\.pl$}{}g;
+	my $base = "$PostgreSQL::Test::Utils::tmp_check/writer_${test}_$tag";
+	open(my $fh, '>', "$base.sql") or die "cannot write $base.sql: $!";
+	print $fh $sql;
+	close($fh) or die "cannot write $base.sql: $!";
 	my %h = (out => "$base.out", err => "$base.err");
 	$h{h} = IPC::Run::start(
 		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres'), '-f', "$base.sql" ],
