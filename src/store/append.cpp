@@ -429,8 +429,12 @@ InsertShape BuildInsertShape(Relation rel) {
 bool InsertDirect(const Ledger &ledger, AppendRequest &req) {
   Relation rel = table_open(ledger.history, RowExclusiveLock);
   if (!insert_shape.built || insert_shape.history != ledger.history) insert_shape = BuildInsertShape(rel);
+  // A copy: the lock taken by the index opens below takes in other sessions' invalidations,
+  // whose callback resets insert_shape (ForgetCatalogFacts). The relation is locked, so its
+  // columns cannot change under this copy.
+  const InsertShape shape = insert_shape;
   TupleConstr *constr = RelationGetDescr(rel)->constr;
-  bool direct = insert_shape.direct && rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == nullptr &&
+  bool direct = shape.direct && rel->rd_rel->relkind == RELKIND_RELATION && rel->trigdesc == nullptr &&
                 !rel->rd_rel->relhasrules && !rel->rd_rel->relrowsecurity &&
                 (constr == nullptr || constr->num_check == 0);
   if (!direct) {
@@ -451,14 +455,14 @@ bool InsertDirect(const Ledger &ledger, AppendRequest &req) {
     slot->tts_isnull[i] = true;
   }
   for (int p = 0; p < kParamCount; ++p) {
-    int index = insert_shape.param_attno[p] - 1;
+    int index = shape.param_attno[p] - 1;
     slot->tts_isnull[index] = req.nulls[p] == 'n';
     if (req.nulls[p] != 'n') slot->tts_values[index] = req.values[p];
   }
-  slot->tts_values[insert_shape.occurred_at_attno - 1] = TimestampTzGetDatum(GetCurrentTimestamp());
-  slot->tts_isnull[insert_shape.occurred_at_attno - 1] = false;
-  slot->tts_values[insert_shape.id_attno - 1] = Int64GetDatum(nextval_internal(insert_shape.id_sequence, false));
-  slot->tts_isnull[insert_shape.id_attno - 1] = false;
+  slot->tts_values[shape.occurred_at_attno - 1] = TimestampTzGetDatum(GetCurrentTimestamp());
+  slot->tts_isnull[shape.occurred_at_attno - 1] = false;
+  slot->tts_values[shape.id_attno - 1] = Int64GetDatum(nextval_internal(shape.id_sequence, false));
+  slot->tts_isnull[shape.id_attno - 1] = false;
   ExecStoreVirtualTuple(slot);
   if (constr != nullptr && constr->has_not_null) ExecConstraints(result_rel, slot, estate);
   table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, nullptr);
