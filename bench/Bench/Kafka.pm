@@ -17,6 +17,7 @@ use strict;
 use warnings;
 use utf8;
 
+use Bench::Drain;
 use Bench::Format qw(stats med fmt_int fmt_cell rate_cell ratio verdict dot_list);
 use IPC::Run;
 use Statesman::Kafka;
@@ -60,49 +61,10 @@ sub drain_run
 	my $topic = "bench.$label";
 	$kafka->topic($topic, $partitions);
 	my $options = '{"brokers": "' . $kafka->bootstrap . '", "topic": "' . $topic . '"}';
-	$b->q('CHECKPOINT');
-	$b->q(<<"SQL", notices => 1);
-SELECT statesman.create_outbox('kdrain_$label', 'kafka', '$options');
-DO \$\$
-DECLARE
-    t0 timestamptz := clock_timestamp();
-    t_first timestamptz;
-    last_note timestamptz := clock_timestamp();
-    last_pos bigint := $start;
-    pos bigint;
-    err text;
-BEGIN
-    LOOP
-        SELECT s.cursor_position, s.last_error INTO pos, err
-        FROM statesman.outbox_status s WHERE s.outbox_id = 'kdrain_$label';
-        IF t_first IS NULL AND pos > $start THEN t_first := clock_timestamp(); END IF;
-        EXIT WHEN pos >= $target;
-        IF clock_timestamp() - t0 > interval '$CATCH_UP seconds' THEN
-            RAISE EXCEPTION 'kafka drain $label: the cursor is at % of $target after $CATCH_UP s (last error: %)', pos, err;
-        END IF;
-        IF clock_timestamp() - last_note >= interval '2 seconds' THEN
-            RAISE NOTICE '  kafka drain $label: cursor % records past the start, % records/s in the last % s',
-                COALESCE(pos - $start, 0),
-                round((COALESCE(pos, last_pos) - last_pos) / extract(epoch FROM clock_timestamp() - last_note)),
-                round(extract(epoch FROM clock_timestamp() - last_note)::numeric, 1);
-            last_note := clock_timestamp();
-            last_pos := COALESCE(pos, last_pos);
-        END IF;
-        COMMIT;
-        PERFORM pg_sleep(0.1);
-    END LOOP;
-    INSERT INTO bench.kafka_runs (label, created_at, first_at, done_at)
-    VALUES ('$label', t0, t_first, clock_timestamp());
-END
-\$\$;
-SQL
-	my ($n, $rate, $e2e, $secs) = $b->row("
-    SELECT s.published_total,
-           round($total / extract(epoch FROM r.done_at - r.first_at)),
-           round($total / extract(epoch FROM r.done_at - r.created_at)),
-           round(extract(epoch FROM r.done_at - r.first_at)::numeric, 2)
-    FROM bench.kafka_runs r, statesman.outbox_status s
-    WHERE r.label = '$label' AND s.outbox_id = 'kdrain_$label'");
+	my $d = Bench::Drain::run($b, name => "kafka drain $label", outbox => "kdrain_$label", sink => 'kafka',
+		options => $options, start => $start, target => $target, total => $total, catch_up => $CATCH_UP,
+		progress => 1);
+	my ($n, $rate, $e2e, $secs) = @$d{qw(counted rate e2e secs)};
 	my $stored = $kafka->count($topic);
 	$b->fail("bench: kafka drain $label: the outbox counted $n, the topic holds $stored, of $total")
 	  if $n != $total || $stored != $total;

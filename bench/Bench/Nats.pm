@@ -17,6 +17,7 @@ use strict;
 use warnings;
 use utf8;
 
+use Bench::Drain;
 use Bench::Format qw(med fmt_int fmt_cell rate_cell);
 use Statesman::Nats;
 use Time::HiRes qw(time usleep);
@@ -85,46 +86,15 @@ sub measure
 			  . fmt_int($rate) . ' messages/s');
 	}
 
-	$b->q("CREATE TABLE IF NOT EXISTS bench.nats_runs (run int PRIMARY KEY, created_at timestamptz,
-               first_at timestamptz, done_at timestamptz);
-TRUNCATE bench.nats_runs");
 	for my $r (1 .. $s->{sink_runs})
 	{
 		# Routed by root, as the sink's default: the backlog's root `bench` → drain_<r>.bench.
 		$nats->add_stream("DRAIN$r", "drain$r.>");
 		my $port = $nats->port;
-		$b->q('CHECKPOINT');
-		$b->q(<<"SQL", notices => 1);
-SELECT statesman.create_outbox('ndrain_$r', 'nats', '{"url": "nats://127.0.0.1:$port", "subject": "drain$r.{root}"}');
-DO \$\$
-DECLARE
-    t0 timestamptz := clock_timestamp();
-    t_first timestamptz;
-    pos bigint;
-    err text;
-BEGIN
-    LOOP
-        SELECT s.cursor_position, s.last_error INTO pos, err
-        FROM statesman.outbox_status s WHERE s.outbox_id = 'ndrain_$r';
-        IF t_first IS NULL AND pos IS NOT NULL THEN t_first := clock_timestamp(); END IF;
-        EXIT WHEN pos >= $target;
-        IF clock_timestamp() - t0 > interval '$CATCH_UP seconds' THEN
-            RAISE EXCEPTION 'nats drain run $r: the cursor is at % of $target after $CATCH_UP s (last error: %)', pos, err;
-        END IF;
-        COMMIT;
-        PERFORM pg_sleep(0.1);
-    END LOOP;
-    INSERT INTO bench.nats_runs VALUES ($r, t0, t_first, clock_timestamp());
-END
-\$\$;
-SQL
-		my ($n, $rate, $e2e, $secs) = $b->row("
-    SELECT s.published_total + s.deduplicated_total,
-           round($total / extract(epoch FROM r.done_at - r.first_at)),
-           round($total / extract(epoch FROM r.done_at - r.created_at)),
-           round(extract(epoch FROM r.done_at - r.first_at)::numeric, 2)
-    FROM bench.nats_runs r, statesman.outbox_status s
-    WHERE r.run = $r AND s.outbox_id = 'ndrain_$r'");
+		my $d = Bench::Drain::run($b, name => "nats drain run $r", outbox => "ndrain_$r", sink => 'nats',
+			options => qq({"url": "nats://127.0.0.1:$port", "subject": "drain$r.{root}"}),
+			target => $target, total => $total, catch_up => $CATCH_UP);
+		my ($n, $rate, $e2e, $secs) = @$d{qw(counted rate e2e secs)};
 		my $stored = $nats->count("DRAIN$r");
 		$b->fail("bench: nats drain run $r: the outbox counted $n, the stream holds $stored, of $total")
 		  if $n != $total || $stored != $total;

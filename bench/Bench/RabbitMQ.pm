@@ -18,6 +18,7 @@ use strict;
 use warnings;
 use utf8;
 
+use Bench::Drain;
 use Bench::Format qw(med fmt_int fmt_cell rate_cell);
 use Bench::Nats;
 use Statesman::RabbitMQ;
@@ -55,46 +56,15 @@ sub measure
 			  . fmt_int($rate) . ' messages/s');
 	}
 
-	$b->q("CREATE TABLE IF NOT EXISTS bench.rabbitmq_runs (run int PRIMARY KEY, created_at timestamptz,
-               first_at timestamptz, done_at timestamptz);
-TRUNCATE bench.rabbitmq_runs");
 	for my $r (1 .. $s->{sink_runs})
 	{
 		# Routed by root through the default exchange: the backlog's root `bench` → queue drain<r>.bench.
 		$mq->queue("drain$r.bench");
 		my $port = $mq->port;
-		$b->q('CHECKPOINT');
-		$b->q(<<"SQL", notices => 1);
-SELECT statesman.create_outbox('qdrain_$r', 'rabbitmq', '{"port": $port, "routing_key": "drain$r.{root}"}');
-DO \$\$
-DECLARE
-    t0 timestamptz := clock_timestamp();
-    t_first timestamptz;
-    pos bigint;
-    err text;
-BEGIN
-    LOOP
-        SELECT s.cursor_position, s.last_error INTO pos, err
-        FROM statesman.outbox_status s WHERE s.outbox_id = 'qdrain_$r';
-        IF t_first IS NULL AND pos IS NOT NULL THEN t_first := clock_timestamp(); END IF;
-        EXIT WHEN pos >= $target;
-        IF clock_timestamp() - t0 > interval '$CATCH_UP seconds' THEN
-            RAISE EXCEPTION 'rabbitmq drain run $r: the cursor is at % of $target after $CATCH_UP s (last error: %)', pos, err;
-        END IF;
-        COMMIT;
-        PERFORM pg_sleep(0.1);
-    END LOOP;
-    INSERT INTO bench.rabbitmq_runs VALUES ($r, t0, t_first, clock_timestamp());
-END
-\$\$;
-SQL
-		my ($n, $rate, $e2e, $secs) = $b->row("
-    SELECT s.published_total + s.deduplicated_total,
-           round($total / extract(epoch FROM r.done_at - r.first_at)),
-           round($total / extract(epoch FROM r.done_at - r.created_at)),
-           round(extract(epoch FROM r.done_at - r.first_at)::numeric, 2)
-    FROM bench.rabbitmq_runs r, statesman.outbox_status s
-    WHERE r.run = $r AND s.outbox_id = 'qdrain_$r'");
+		my $d = Bench::Drain::run($b, name => "rabbitmq drain run $r", outbox => "qdrain_$r", sink => 'rabbitmq',
+			options => qq({"port": $port, "routing_key": "drain$r.{root}"}),
+			target => $target, total => $total, catch_up => $CATCH_UP);
+		my ($n, $rate, $e2e, $secs) = @$d{qw(counted rate e2e secs)};
 		my $stored = $mq->count("drain$r.bench");
 		$b->fail("bench: rabbitmq drain run $r: the outbox counted $n, the queue holds $stored, of $total")
 		  if $n != $total || $stored != $total;

@@ -17,6 +17,7 @@ use strict;
 use warnings;
 use utf8;
 
+use Bench::Drain;
 use Bench::Format qw(med fmt_int fmt_cell);
 use Bench::Nats;
 use File::Spec;
@@ -66,46 +67,14 @@ sub measure
 		$b->say("  [webhook_tool $r/$s->{sink_runs}] " . fmt_int($total) . " messages in $secs s = " . fmt_int($rate) . ' messages/s');
 	}
 
-	$b->q("CREATE TABLE IF NOT EXISTS bench.webhook_runs (run int PRIMARY KEY, created_at timestamptz,
-               first_at timestamptz, done_at timestamptz);
-TRUNCATE bench.webhook_runs");
 	for my $r (1 .. $s->{sink_runs})
 	{
 		my $hook = Statesman::Webhook->start(secret => $SECRET, log => 0);
 		my $url  = $hook->url("/drain$r");
-		$b->q('CHECKPOINT');
-		$b->q(<<"SQL", notices => 1);
-SELECT statesman.create_outbox('wdrain_$r', 'webhook',
-  '{"url": "$url", "secret": "$SECRET", "batch_size": $BATCH, "timeout_ms": 10000}');
-DO \$\$
-DECLARE
-    t0 timestamptz := clock_timestamp();
-    t_first timestamptz;
-    pos bigint;
-    err text;
-BEGIN
-    LOOP
-        SELECT s.cursor_position, s.last_error INTO pos, err
-        FROM statesman.outbox_status s WHERE s.outbox_id = 'wdrain_$r';
-        IF t_first IS NULL AND pos IS NOT NULL THEN t_first := clock_timestamp(); END IF;
-        EXIT WHEN pos >= $target;
-        IF clock_timestamp() - t0 > interval '$CATCH_UP seconds' THEN
-            RAISE EXCEPTION 'webhook drain run $r: the cursor is at % of $target after $CATCH_UP s (last error: %)', pos, err;
-        END IF;
-        COMMIT;
-        PERFORM pg_sleep(0.1);
-    END LOOP;
-    INSERT INTO bench.webhook_runs VALUES ($r, t0, t_first, clock_timestamp());
-END
-\$\$;
-SQL
-		my ($n, $rate, $e2e, $secs) = $b->row("
-    SELECT s.published_total + s.deduplicated_total,
-           round($total / extract(epoch FROM r.done_at - r.first_at)),
-           round($total / extract(epoch FROM r.done_at - r.created_at)),
-           round(extract(epoch FROM r.done_at - r.first_at)::numeric, 2)
-    FROM bench.webhook_runs r, statesman.outbox_status s
-    WHERE r.run = $r AND s.outbox_id = 'wdrain_$r'");
+		my $d = Bench::Drain::run($b, name => "webhook drain run $r", outbox => "wdrain_$r", sink => 'webhook',
+			options => qq({"url": "$url", "secret": "$SECRET", "batch_size": $BATCH, "timeout_ms": 10000}),
+			target => $target, total => $total, catch_up => $CATCH_UP);
+		my ($n, $rate, $e2e, $secs) = @$d{qw(counted rate e2e secs)};
 		my $st = $hook->stats;
 		$hook->stop;
 		$b->fail("bench: webhook drain run $r: the outbox counted $n, the receiver accepted $st->{messages} "
