@@ -24,6 +24,7 @@ use strict;
 use warnings;
 use utf8;
 
+use Bench::Drain;
 use Bench::Format qw(stats med fmt_int fmt_cell rate_cell ratio verdict dot_list num);
 use Exporter 'import';
 use IPC::Run;
@@ -303,49 +304,10 @@ sub sink_drain_run
 	  ? '{"port": ' . $D->{redis}->port . ', "key_prefix": "bench", "stream": "drain_' . $r . '"}'
 	  : '{"conninfo": "host=127.0.0.1 port=' . $D->{remote}->port
 	  . ' dbname=postgres user=postgres", "table": "bench.drain_' . $r . '"}';
-	$b->q('CHECKPOINT');
-	$b->q(<<"SQL", notices => 1);
-SELECT statesman.create_outbox('sdrain_${sink}_$r', '$sink', '$options');
-DO \$\$
-DECLARE
-    t0 timestamptz := clock_timestamp();
-    t_first timestamptz;
-    last_note timestamptz := clock_timestamp();
-    last_pos bigint := $start;
-    pos bigint;
-    err text;
-BEGIN
-    LOOP
-        SELECT s.cursor_position, s.last_error INTO pos, err
-        FROM statesman.outbox_status s WHERE s.outbox_id = 'sdrain_${sink}_$r';
-        IF t_first IS NULL AND pos > $start THEN t_first := clock_timestamp(); END IF;
-        EXIT WHEN pos >= $target;
-        IF clock_timestamp() - t0 > interval '$CATCH_UP seconds' THEN
-            RAISE EXCEPTION '$sink drain run $r: the cursor is at % of $target after $CATCH_UP s (last error: %)', pos, err;
-        END IF;
-        IF clock_timestamp() - last_note >= interval '2 seconds' THEN
-            RAISE NOTICE '  $sink drain run $r/$s->{sink_runs}: cursor % records past the start, % records/s in the last % s',
-                COALESCE(pos - $start, 0),
-                round((COALESCE(pos, last_pos) - last_pos) / extract(epoch FROM clock_timestamp() - last_note)),
-                round(extract(epoch FROM clock_timestamp() - last_note)::numeric, 1);
-            last_note := clock_timestamp();
-            last_pos := COALESCE(pos, last_pos);
-        END IF;
-        COMMIT;
-        PERFORM pg_sleep(0.1);
-    END LOOP;
-    INSERT INTO bench.sink_runs (sink, run, created_at, first_at, done_at)
-    VALUES ('$sink', $r, t0, t_first, clock_timestamp());
-END
-\$\$;
-SQL
-	my ($n, $rate, $e2e, $secs) = $b->row("
-    SELECT s.published_total + s.deduplicated_total,
-           round($total / extract(epoch FROM r.done_at - r.first_at)),
-           round($total / extract(epoch FROM r.done_at - r.created_at)),
-           round(extract(epoch FROM r.done_at - r.first_at)::numeric, 2)
-    FROM bench.sink_runs r, statesman.outbox_status s
-    WHERE r.sink = '$sink' AND r.run = $r AND s.outbox_id = 'sdrain_${sink}_$r'");
+	my $d = Bench::Drain::run($b, name => "$sink drain run $r/$s->{sink_runs}", outbox => "sdrain_${sink}_$r",
+		sink => $sink, options => $options, start => $start, target => $target, total => $total,
+		catch_up => $CATCH_UP, progress => 1);
+	my ($n, $rate, $e2e, $secs) = @$d{qw(counted rate e2e secs)};
 	my $stored =
 	  $sink eq 'redis'
 	  ? $D->{redis}->command('XLEN', "bench:drain_$r")
@@ -366,10 +328,7 @@ sub sink_drains
 {
 	my ($b, $R, $total, $target) = @_;
 	start_sink_servers($b, $R);
-	$b->q("CREATE TABLE IF NOT EXISTS bench.sink_runs (sink text, run int, created_at timestamptz,
-               first_at timestamptz, done_at timestamptz, PRIMARY KEY (sink, run));
-TRUNCATE bench.sink_runs;
-SELECT statesman.create_outbox('sdrain_probe', 'redis', '{}', enabled => false)");
+	$b->q("SELECT statesman.create_outbox('sdrain_probe', 'redis', '{}', enabled => false)");
 	xadd_limit($b, $R);
 	$b->q("SELECT statesman.drop_outbox('sdrain_probe')");
 	for my $sink (qw(redis postgres))
