@@ -312,15 +312,21 @@ Ledger LookupLedgerInCatalog() {
 // Probes the leading text key of an index and hands the first row visible to `snapshot`,
 // scanning in `direction`, to `use` (which copies what it needs). Returns whether a row was
 // found. Plain PostgreSQL code: run it under pg::Call.
+// With `at_least`, only rows whose second index column (a bigint) is at least that are probed.
 template <typename Use>
 bool ProbeTextKey(Oid table_oid, Oid index_oid, Snapshot snapshot, Datum key_value, ScanDirection direction,
-                  Use &&use) {
+                  Use &&use, const int64 *at_least = nullptr) {
   Relation heap = table_open(table_oid, AccessShareLock);
   Relation index = index_open(index_oid, AccessShareLock);
-  ScanKeyData key;
-  ScanKeyEntryInitialize(&key, 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ, key_value);
-  IndexScanDesc scan = index_beginscan(heap, index, snapshot, 1, 0);
-  index_rescan(scan, &key, 1, nullptr, 0);
+  ScanKeyData keys[2];
+  ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ,
+                         key_value);
+  int nkeys = 1;
+  if (at_least != nullptr)
+    ScanKeyEntryInitialize(&keys[nkeys++], 0, 2, BTGreaterEqualStrategyNumber, InvalidOid, InvalidOid, F_INT8GE,
+                           Int64GetDatum(*at_least));
+  IndexScanDesc scan = index_beginscan(heap, index, snapshot, nkeys, 0);
+  index_rescan(scan, keys, nkeys, nullptr, 0);
   TupleTableSlot *slot = table_slot_create(heap, nullptr);
   bool found = index_getnext_slot(scan, direction, slot);
   if (found) use(slot);
@@ -331,16 +337,43 @@ bool ProbeTextKey(Oid table_oid, Oid index_oid, Snapshot snapshot, Datum key_val
   return found;
 }
 
-// The address's latest revision (0 when none): one backward probe of the primary key
-// (address, revision).
-int64 LatestRevision(const Ledger &ledger, Snapshot snapshot, Datum address) {
+// The address's latest revision visible to `snapshot` (0 when none): a backward probe of the
+// primary key (address, revision). A backward scan reads every entry of the address on the
+// leaf page it lands on before it returns the first, so with a hint (a revision this session
+// appended to the address, 0 for none) it first probes only the revisions from the hint up,
+// usually one or two entries; when none of those is visible (the hint's transaction rolled
+// back, or it is stale in some other way) it probes them all. Either way the answer is the
+// highest visible revision: the hint only bounds where to look first. Plain PostgreSQL code:
+// run it under pg::Call.
+int64 LatestRevision(const Ledger &ledger, Snapshot snapshot, Datum address, int64 hint) {
   int64 latest = 0;
-  ProbeTextKey(ledger.history, ledger.primary_key, snapshot, address, BackwardScanDirection, [&](TupleTableSlot *slot) {
+  auto take = [&](TupleTableSlot *slot) {
     bool isnull = false;
     Datum revision = slot_getattr(slot, ledger.revision_attno, &isnull);
     if (!isnull) latest = DatumGetInt64(revision);
-  });
+  };
+  if (hint > 0 &&
+      ProbeTextKey(ledger.history, ledger.primary_key, snapshot, address, BackwardScanDirection, take, &hint))
+    return latest;
+  ProbeTextKey(ledger.history, ledger.primary_key, snapshot, address, BackwardScanDirection, take);
   return latest;
+}
+
+// The revision this session last appended to each address (a hint for LatestRevision, never
+// trusted for the answer); at most kRevisionHints addresses, then it starts over.
+std::unordered_map<std::string, int64> *revision_hints = nullptr;
+constexpr size_t kRevisionHints = 4096;
+
+int64 RevisionHint(const std::string &address) {
+  if (revision_hints == nullptr) return 0;
+  auto found = revision_hints->find(address);
+  return found == revision_hints->end() ? 0 : found->second;
+}
+
+void NoteRevision(const std::string &address, int64 revision) {
+  if (revision_hints == nullptr) revision_hints = new std::unordered_map<std::string, int64>();
+  if (revision_hints->size() >= kRevisionHints && revision_hints->count(address) == 0) revision_hints->clear();
+  (*revision_hints)[address] = revision;
 }
 
 // The root's declaration, or an empty one (KeepAll, no envelope) when it has none.
@@ -612,9 +645,10 @@ AppendResult AppendRecord(AppendRequest &req) {
   // it makes the INSERT fail, which is reported as 40001 below.
   int64 latest = 0;
   RootDeclaration root_decl;
+  const int64 hint = RevisionHint(address);
   Snapshot snapshot = Call([&] {
     Snapshot s = RegisterSnapshot(GetTransactionSnapshot());
-    latest = LatestRevision(ledger, s, req.values[kAddress]);
+    latest = LatestRevision(ledger, s, req.values[kAddress], hint);
     return s;
   });
   root_decl = RootFor(ledger, snapshot, req.values[kRoot], root);  // (an error leaves the snapshot to the abort)
@@ -677,6 +711,7 @@ AppendResult AppendRecord(AppendRequest &req) {
     });
   }
   NoteAppend();
+  NoteRevision(address, latest + 1);
 
   return Call([&] {
     SPI_finish();

@@ -282,3 +282,21 @@ SELECT revision, extra, payload FROM statesman.history WHERE address = 'direct/k
 ROLLBACK;
 SELECT array_agg(revision ORDER BY revision) AS revisions_after_rollback
   FROM statesman.history WHERE address = 'direct/k';
+
+--
+-- The session remembers the revision it last appended to an address, only as a hint of where
+-- to look for the latest one: a hint whose transaction rolled back (to a savepoint or
+-- wholly) is not visible, and the next append takes the revision after the latest visible one.
+--
+SELECT revision FROM statesman.append('hint', 'k', '1');
+SELECT revision FROM statesman.append('hint', 'k', '2');
+BEGIN;
+SELECT revision FROM statesman.append('hint', 'k', '3');
+SAVEPOINT s;
+SELECT revision FROM statesman.append('hint', 'k', '4');
+ROLLBACK TO SAVEPOINT s;
+SELECT revision FROM statesman.append('hint', 'k', '"4 again"');
+ROLLBACK;
+SELECT revision FROM statesman.append('hint', 'k', '"3 again"');
+SELECT revision, convert_from(payload, 'UTF8') AS payload FROM statesman.history
+ WHERE address = 'hint/k' ORDER BY revision;
