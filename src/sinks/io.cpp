@@ -40,6 +40,22 @@ std::optional<std::string> StringOption(const char *sink, const nlohmann::json &
   return value;
 }
 
+std::optional<std::string> SecretOption(const char *sink, const nlohmann::json &options, const char *key,
+                                        const char *hint) {
+  if (auto it = options.find(key); it != options.end() && it->is_null())
+    throw Error(sqlstate::kNullValueNotAllowed,
+                std::string("sink \"") + sink + "\": option \"" + key + "\" must not be null", hint);
+  return StringOption(sink, options, key);
+}
+
+void CheckUserPassword(const char *sink, const nlohmann::json &options) {
+  bool user = options.contains("user") && options["user"].is_string();
+  bool password = options.contains("password") && options["password"].is_string();
+  if (user != password)
+    Invalid(sink, std::string("option \"") + (user ? "user" : "password") + "\" needs option \"" +
+                      (user ? "password" : "user") + "\"");
+}
+
 std::optional<int64_t> IntOption(const char *sink, const nlohmann::json &options, const char *key, int64_t min,
                                  int64_t max) {
   auto it = options.find(key);

@@ -145,24 +145,14 @@ std::string CheckOptions(const std::string &options_json) {
                   "A subject is tokens separated by '.', such as \"statesman.{root}\".");
     out["subject"] = subject;
   });
-  // A null secret is refused rather than read as "none" (see the redis sink).
   for (const char *key : {"user", "password", "token"}) {
     check([&] {
-      if (auto it = o.find(key); it != o.end() && it->is_null())
-        throw Error(sqlstate::kNullValueNotAllowed,
-                    std::string("sink \"nats\": option \"") + key + "\" must not be null",
-                    "Leave the option out for a server without it.");
-      if (auto v = StringOption(kName, o, key)) out[key] = *v;
+      if (auto v = SecretOption(kName, o, key, "Leave the option out for a server without it.")) out[key] = *v;
     });
   }
   check([&] {
-    bool user = o.contains("user") && o["user"].is_string(),
-         password = o.contains("password") && o["password"].is_string();
-    if (user != password)
-      throw Error(sqlstate::kInvalidParameterValue, std::string("sink \"nats\": option \"") +
-                                                        (user ? "user" : "password") + "\" needs option \"" +
-                                                        (user ? "password" : "user") + "\"");
-    if (o.contains("token") && o["token"].is_string() && user)
+    CheckUserPassword(kName, o);
+    if (o.contains("token") && o["token"].is_string() && o.contains("user") && o["user"].is_string())
       throw Error(sqlstate::kInvalidParameterValue,
                   "sink \"nats\": option \"token\" cannot be given with options \"user\" and \"password\"",
                   "A server authenticates either by token or by user and password.");

@@ -120,24 +120,14 @@ std::string CheckOptions(const std::string &options_json) {
                   "A routing key is at most 255 bytes, such as \"statesman.{root}\".");
     out["routing_key"] = key;
   });
-  // A null secret is refused rather than read as "none" (see the redis sink).
   for (const char *key : {"user", "password"}) {
     check([&] {
-      if (auto it = o.find(key); it != o.end() && it->is_null())
-        throw Error(sqlstate::kNullValueNotAllowed,
-                    std::string("sink \"rabbitmq\": option \"") + key + "\" must not be null",
-                    "Leave out both \"user\" and \"password\" to log in as RabbitMQ's default user.");
-      if (auto v = StringOption(kName, o, key)) out[key] = *v;
+      if (auto v = SecretOption(kName, o, key,
+                                "Leave out both \"user\" and \"password\" to log in as RabbitMQ's default user."))
+        out[key] = *v;
     });
   }
-  check([&] {
-    bool user = o.contains("user") && o["user"].is_string(),
-         password = o.contains("password") && o["password"].is_string();
-    if (user != password)
-      throw Error(sqlstate::kInvalidParameterValue, std::string("sink \"rabbitmq\": option \"") +
-                                                        (user ? "user" : "password") + "\" needs option \"" +
-                                                        (user ? "password" : "user") + "\"");
-  });
+  check([&] { CheckUserPassword(kName, o); });
   // Without timeout_ms, the dispatcher gives each call 5 s, or half the lease when that is less.
   check([&] {
     if (auto t = IntOption(kName, o, "timeout_ms", 1, 3600000)) out["timeout_ms"] = *t;

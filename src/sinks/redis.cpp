@@ -44,10 +44,8 @@ std::string CheckOptions(const std::string &options_json) {
   out["db"] = IntOption("redis", o, "db", 0, 1000000).value_or(0);
   // A null password is refused rather than read as "no password": a password that a template
   // or a function left NULL would otherwise log in without one, where the server allows it.
-  if (auto it = o.find("password"); it != o.end() && it->is_null())
-    throw Error(sqlstate::kNullValueNotAllowed, "sink \"redis\": option \"password\" must not be null",
-                "Leave the option out for a server without a password.");
-  if (auto p = StringOption("redis", o, "password")) out["password"] = *p;
+  if (auto p = SecretOption("redis", o, "password", "Leave the option out for a server without a password."))
+    out["password"] = *p;
   out["key_prefix"] = StringOption("redis", o, "key_prefix").value_or("statesman");
   out["stream"] =
       Route::Parse(StringOption("redis", o, "stream").value_or("state-change"), "stream", "redis").Pattern();

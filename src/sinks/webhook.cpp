@@ -125,10 +125,7 @@ std::string CheckOptions(const std::string &options_json) {
     out["url"] = *url;
   });
   check([&] {
-    if (auto it = o.find("secret"); it != o.end() && it->is_null())
-      throw Error(sqlstate::kNullValueNotAllowed, "sink \"webhook\": option \"secret\" must not be null",
-                  "Leave the option out to send unsigned requests.");
-    if (auto v = StringOption(kName, o, "secret")) {
+    if (auto v = SecretOption(kName, o, "secret", "Leave the option out to send unsigned requests.")) {
       if (!webhook::SecretKey(*v))
         Invalid("option \"secret\" starts with \"whsec_\" but what follows is not base64 of at least one byte",
                 "A secret \"whsec_…\" is base64 after the prefix (the key's bytes); any other text is the key itself.");

@@ -24,6 +24,13 @@ nlohmann::json ParseOptions(const char *sink, const std::string &options_json, c
 std::optional<std::string> StringOption(const char *sink, const nlohmann::json &options, const char *key);
 std::optional<int64_t> IntOption(const char *sink, const nlohmann::json &options, const char *key, int64_t min,
                                  int64_t max);
+// A secret option (a password, a token): as StringOption, except that a null is refused
+// (22004, with `hint`) rather than read as absent: a secret that a template or a function left
+// NULL would otherwise log in without one where the server allows it.
+std::optional<std::string> SecretOption(const char *sink, const nlohmann::json &options, const char *key,
+                                        const char *hint);
+// Throws Error 22023 unless the string options "user" and "password" are both given or neither.
+void CheckUserPassword(const char *sink, const nlohmann::json &options);
 
 // ---- Waiting on a socket ------------------------------------------------------------------------
 
