@@ -9,6 +9,7 @@
 #include "statesman/feed/page.hpp"
 
 #include "statesman/feed/message.hpp"
+#include "statesman/feed/ticks.hpp"
 
 extern "C" {
 #include "access/genam.h"
@@ -17,8 +18,6 @@ extern "C" {
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
-#include "access/xlog.h"
-#include "access/xlog_internal.h"
 #include "catalog/namespace.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -627,21 +626,11 @@ int64 ScanFeedPage(PageReceiver *r, int64 after, const int64 *upto, int32 max_re
   return emitted;
 }
 
-// Everything inserted into the WAL so far (see src/feed/ticks.cpp, statesman._durable).
-XLogRecPtr InsertedSoFar() {
-  XLogRecPtr ptr = GetXLogInsertRecPtr();
-  if (XLogSegmentOffset(ptr, wal_segment_size) == SizeOfXLogLongPHD)
-    ptr -= SizeOfXLogLongPHD;
-  else if (ptr % XLOG_BLCKSZ == SizeOfXLogShortPHD)
-    ptr -= SizeOfXLogShortPHD;
-  return ptr;
-}
-
 // The rows of statesman._feed_page(after, upto, max_records, root) to r, and, when there were
 // any, the WAL flushed as statesman._durable does before any of them is acted on: the receiver
 // only collects, its caller hands the page on after this returns. Under Call.
 void RunFeedPage(PageReceiver *r, int64 after, const int64 *upto, int32 max_records, const char *root) {
-  if (ScanFeedPage(r, after, upto, max_records, root) > 0 && !RecoveryInProgress()) XLogFlush(InsertedSoFar());
+  if (ScanFeedPage(r, after, upto, max_records, root) > 0) feed::FlushReadPositions();
 }
 
 // A statement's one value as int8 (NULL: nullopt). Under Call.

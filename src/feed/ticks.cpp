@@ -66,6 +66,10 @@ XLogRecPtr InsertedSoFar() {
 
 namespace statesman::feed {
 
+void FlushReadPositions() {
+  if (!RecoveryInProgress()) XLogFlush(InsertedSoFar());
+}
+
 bool TickedInThisTransaction() {
   if (!FullTransactionIdIsValid(ticked_xact)) return false;
   FullTransactionId current = GetTopFullTransactionIdIfAny();
@@ -96,7 +100,7 @@ extern "C" Datum statesman_durable(PG_FUNCTION_ARGS) {
   Datum value = PG_GETARG_DATUM(0);
   Invoke([] {
     Call([] {
-      if (!RecoveryInProgress()) XLogFlush(InsertedSoFar());
+      statesman::feed::FlushReadPositions();
     });
     return 0;
   });
