@@ -123,10 +123,14 @@ void GatherFields(const MessageInput &in, Fields &f, bool for_jsonb) {
   SetString(f, kSchemaKey, const_cast<char *>(store::kMessageSchema), static_cast<int>(strlen(store::kMessageSchema)));
 
   // messageId = {store}/{address}#{revision}
-  StringInfoData id;
-  initStringInfo(&id);
-  AppendMessageId(&id, in);
-  SetString(f, kMessageIdKey, id.data, id.len);
+  if (in.message_id != nullptr) {
+    SetString(f, kMessageIdKey, const_cast<char *>(in.message_id), in.message_id_len);
+  } else {
+    StringInfoData id;
+    initStringInfo(&id);
+    AppendMessageId(&id, in);
+    SetString(f, kMessageIdKey, id.data, id.len);
+  }
 
   SetTextField(f, kStoreKey, in, kStore);
   SetTextField(f, kRootKey, in, kRoot);
@@ -142,8 +146,8 @@ void GatherFields(const MessageInput &in, Fields &f, bool for_jsonb) {
 
   if (!in.isnull[kOccurredAt]) {
     char *occurred = static_cast<char *>(palloc(store::kUtcTextSize));
-    store::FormatUtcMicros(DatumGetTimestampTz(in.value[kOccurredAt]), occurred);
-    SetString(f, kOccurredAtKey, occurred, static_cast<int>(strlen(occurred)));
+    std::size_t length = store::FormatUtcMicros(DatumGetTimestampTz(in.value[kOccurredAt]), occurred);
+    SetString(f, kOccurredAtKey, occurred, static_cast<int>(length));
   }
 
   SetTextField(f, kOperationKey, in, kOperation);
@@ -228,23 +232,33 @@ void AppendMessageId(StringInfo buf, const MessageInput &in) {
 
 namespace {
 
-// Pads buf with zero bytes to a multiple of 4 (jsonb aligns numerics and containers so, counted
-// from the varlena's start); returns how many it added.
-int PadToInt(StringInfo buf) {
-  int pad = static_cast<int>(INTALIGN(buf->len)) - buf->len;
-  for (int i = 0; i < pad; ++i) appendStringInfoCharMacro(buf, '\0');
-  return pad;
-}
+// The length of each key name.
+struct KeyLengths {
+  int len[kKeyCount];
+  constexpr KeyLengths() : len() {
+    for (int k = 0; k < kKeyCount; ++k) len[k] = static_cast<int>(std::char_traits<char>::length(kKeyNames[k]));
+  }
+};
+constexpr KeyLengths kKeyLen;
 
-// One JEntry of the object, its length turned into an end offset every JB_OFFSET_STRIDE entries,
-// as convertJsonbObject writes them.
-void PutEntry(StringInfo buf, int at, int index, JEntry meta, int *totallen) {
+// Writes the JEntry of element `index` at entries[index]: its length, turned into an end offset
+// every JB_OFFSET_STRIDE entries, as convertJsonbObject writes them.
+void PutEntry(char *entries, int index, JEntry meta, int *totallen) {
   *totallen += JBE_OFFLENFLD(meta);
   if (*totallen > static_cast<int>(JENTRY_OFFLENMASK))
     ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                     errmsg("total size of jsonb object elements exceeds the maximum of %d bytes", JENTRY_OFFLENMASK)));
   if (index % JB_OFFSET_STRIDE == 0) meta = (meta & JENTRY_TYPEMASK) | *totallen | JENTRY_HAS_OFF;
-  memcpy(buf->data + at + index * static_cast<int>(sizeof(JEntry)), &meta, sizeof(JEntry));
+  memcpy(entries + index * static_cast<int>(sizeof(JEntry)), &meta, sizeof(JEntry));
+}
+
+// Zero bytes from p up to the next multiple of 4 from base (jsonb aligns numerics and
+// containers so, counted from the varlena's start); returns how many.
+int PadToInt(char *base, char *&p) {
+  int at = static_cast<int>(p - base);
+  int pad = static_cast<int>(INTALIGN(at)) - at;
+  for (int i = 0; i < pad; ++i) *p++ = '\0';
+  return pad;
 }
 
 }  // namespace
@@ -254,7 +268,8 @@ void PutEntry(StringInfo buf, int at, int index, JEntry meta, int *totallen) {
 // the keys are already in jsonb's order (kKeyNames), so there is nothing to sort, and no value
 // tree is built and walked. The metadata object is copied as it is stored (a jsonb container is
 // canonical and aligned the same wherever it starts on a 4-byte boundary); a scalar metadata
-// value is written as that scalar, as pushJsonbValue unpacks it.
+// value is written as that scalar, as pushJsonbValue unpacks it. One allocation of the largest
+// size the fields can take, written in place.
 Jsonb *BuildMessageJsonb(const MessageInput &in) {
   Fields f;
   GatherFields(in, f, true);
@@ -266,24 +281,37 @@ Jsonb *BuildMessageJsonb(const MessageInput &in) {
   }
   int keys[kKeyCount];
   int n = 0;
-  for (int k = 0; k < kKeyCount; ++k)
-    if (!f.omit[k]) keys[n++] = k;
+  Size bound = VARHDRSZ + sizeof(uint32);
+  for (int k = 0; k < kKeyCount; ++k) {
+    if (f.omit[k]) continue;
+    keys[n++] = k;
+    bound += 2 * sizeof(JEntry) + kKeyLen.len[k];
+    const JsonbValue &v = f.value[k];
+    switch (v.type) {
+      case jbvString: bound += v.val.string.len; break;
+      case jbvNumeric: bound += 3 + VARSIZE_ANY(v.val.numeric); break;
+      case jbvBinary: bound += 3 + v.val.binary.len; break;
+      default: break;
+    }
+  }
+  if (bound - VARHDRSZ > static_cast<Size>(JENTRY_OFFLENMASK) + 3 * kKeyCount)
+    ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+                    errmsg("total size of jsonb object elements exceeds the maximum of %d bytes", JENTRY_OFFLENMASK)));
 
-  StringInfoData buf;
-  initStringInfo(&buf);
-  enlargeStringInfo(&buf, 1024);
-  buf.len = VARHDRSZ;  // the varlena header, set at the end
+  char *base = static_cast<char *>(palloc(bound));
+  char *p = base + VARHDRSZ;
   uint32 header = static_cast<uint32>(n) | JB_FOBJECT;
-  appendBinaryStringInfo(&buf, reinterpret_cast<const char *>(&header), sizeof(header));
-  const int entries = buf.len;
-  enlargeStringInfo(&buf, static_cast<int>(sizeof(JEntry)) * 2 * n);
-  buf.len += static_cast<int>(sizeof(JEntry)) * 2 * n;
+  memcpy(p, &header, sizeof(header));
+  p += sizeof(header);
+  char *entries = p;
+  p += sizeof(JEntry) * 2 * n;
 
   int totallen = 0;
   for (int i = 0; i < n; ++i) {
-    int len = static_cast<int>(strlen(kKeyNames[keys[i]]));
-    appendBinaryStringInfo(&buf, kKeyNames[keys[i]], len);
-    PutEntry(&buf, entries, i, static_cast<JEntry>(len), &totallen);
+    int len = kKeyLen.len[keys[i]];
+    memcpy(p, kKeyNames[keys[i]], len);
+    p += len;
+    PutEntry(entries, i, static_cast<JEntry>(len), &totallen);
   }
   for (int i = 0; i < n; ++i) {
     const JsonbValue &v = f.value[keys[i]];
@@ -291,32 +319,36 @@ Jsonb *BuildMessageJsonb(const MessageInput &in) {
     switch (v.type) {
       case jbvNull: meta = JENTRY_ISNULL; break;
       case jbvString:
-        appendBinaryStringInfo(&buf, v.val.string.val, v.val.string.len);
+        memcpy(p, v.val.string.val, v.val.string.len);
+        p += v.val.string.len;
         meta = static_cast<JEntry>(v.val.string.len);
         break;
       case jbvNumeric: {
-        int pad = PadToInt(&buf);
+        int pad = PadToInt(base, p);
         int numlen = static_cast<int>(VARSIZE_ANY(v.val.numeric));
-        appendBinaryStringInfo(&buf, reinterpret_cast<const char *>(v.val.numeric), numlen);
+        memcpy(p, v.val.numeric, numlen);
+        p += numlen;
         meta = JENTRY_ISNUMERIC | static_cast<JEntry>(pad + numlen);
         break;
       }
       case jbvBool: meta = v.val.boolean ? JENTRY_ISBOOL_TRUE : JENTRY_ISBOOL_FALSE; break;
       case jbvBinary: {
-        int pad = PadToInt(&buf);
-        appendBinaryStringInfo(&buf, reinterpret_cast<const char *>(v.val.binary.data), v.val.binary.len);
+        int pad = PadToInt(base, p);
+        memcpy(p, v.val.binary.data, v.val.binary.len);
+        p += v.val.binary.len;
         meta = JENTRY_ISCONTAINER | static_cast<JEntry>(pad + v.val.binary.len);
         break;
       }
       default: elog(ERROR, "statesman: unexpected jsonb value type %d in a message", static_cast<int>(v.type));
     }
-    PutEntry(&buf, entries, i + n, meta, &totallen);
+    PutEntry(entries, i + n, meta, &totallen);
   }
-  if (buf.len - VARHDRSZ > static_cast<int>(JENTRY_OFFLENMASK))
+  int length = static_cast<int>(p - base);
+  if (length - VARHDRSZ > static_cast<int>(JENTRY_OFFLENMASK))
     ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                     errmsg("total size of jsonb object elements exceeds the maximum of %d bytes", JENTRY_OFFLENMASK)));
-  Jsonb *result = reinterpret_cast<Jsonb *>(buf.data);
-  SET_VARSIZE(result, buf.len);
+  Jsonb *result = reinterpret_cast<Jsonb *>(base);
+  SET_VARSIZE(result, length);
   return result;
 }
 

@@ -2,18 +2,42 @@
 #include "statesman/feed/message_format.hpp"
 
 #include <cstdio>
+#include <cstring>
 
 namespace statesman::store {
 
+namespace {
+
+constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+// The two base64 characters of every 12-bit value: two lookups per 3 input bytes instead of four.
+struct Base64Pairs {
+  char pair[4096][2];
+  constexpr Base64Pairs() : pair() {
+    for (int i = 0; i < 4096; ++i) {
+      pair[i][0] = kAlphabet[i >> 6];
+      pair[i][1] = kAlphabet[i & 63];
+    }
+  }
+};
+constexpr Base64Pairs kPairs;
+
+// Two decimal digits of 0..99.
+inline char *TwoDigits(char *out, int64_t n) {
+  *out++ = static_cast<char>('0' + n / 10);
+  *out++ = static_cast<char>('0' + n % 10);
+  return out;
+}
+
+}  // namespace
+
 void Base64Encode(const unsigned char *data, std::size_t length, char *out) noexcept {
-  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
   std::size_t i = 0;
   for (; i + 2 < length; i += 3) {
     uint32_t n = (uint32_t{data[i]} << 16) | (uint32_t{data[i + 1]} << 8) | data[i + 2];
-    *out++ = kAlphabet[(n >> 18) & 63];
-    *out++ = kAlphabet[(n >> 12) & 63];
-    *out++ = kAlphabet[(n >> 6) & 63];
-    *out++ = kAlphabet[n & 63];
+    std::memcpy(out, kPairs.pair[n >> 12], 2);
+    std::memcpy(out + 2, kPairs.pair[n & 4095], 2);
+    out += 4;
   }
   if (i < length) {
     uint32_t n = uint32_t{data[i]} << 16;
@@ -25,7 +49,7 @@ void Base64Encode(const unsigned char *data, std::size_t length, char *out) noex
   }
 }
 
-void FormatUtcMicros(int64_t micros, char *out) noexcept {
+std::size_t FormatUtcMicros(int64_t micros, char *out) noexcept {
   constexpr int64_t kMicrosPerDay = 86400000000LL;
   int64_t days = micros / kMicrosPerDay;
   int64_t rest = micros % kMicrosPerDay;
@@ -46,10 +70,34 @@ void FormatUtcMicros(int64_t micros, char *out) noexcept {
   if (month <= 2) year += 1;
 
   int64_t seconds = rest / 1000000;
-  std::snprintf(out, kUtcTextSize, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%06lldZ", static_cast<long long>(year),
-                static_cast<long long>(month), static_cast<long long>(day), static_cast<long long>(seconds / 3600),
-                static_cast<long long>(seconds / 60 % 60), static_cast<long long>(seconds % 60),
-                static_cast<long long>(rest % 1000000));
+  int64_t fraction = rest % 1000000;
+  if (year < 0 || year > 9999) {
+    int n = std::snprintf(out, kUtcTextSize, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%06lldZ",
+                          static_cast<long long>(year), static_cast<long long>(month), static_cast<long long>(day),
+                          static_cast<long long>(seconds / 3600), static_cast<long long>(seconds / 60 % 60),
+                          static_cast<long long>(seconds % 60), static_cast<long long>(fraction));
+    return static_cast<std::size_t>(n);
+  }
+  // Every message carries one: written digit by digit (snprintf took a tenth of a page read).
+  char *p = TwoDigits(out, year / 100);
+  p = TwoDigits(p, year % 100);
+  *p++ = '-';
+  p = TwoDigits(p, month);
+  *p++ = '-';
+  p = TwoDigits(p, day);
+  *p++ = 'T';
+  p = TwoDigits(p, seconds / 3600);
+  *p++ = ':';
+  p = TwoDigits(p, seconds / 60 % 60);
+  *p++ = ':';
+  p = TwoDigits(p, seconds % 60);
+  *p++ = '.';
+  p = TwoDigits(p, fraction / 10000);
+  p = TwoDigits(p, fraction / 100 % 100);
+  p = TwoDigits(p, fraction % 100);
+  *p++ = 'Z';
+  *p = '\0';
+  return static_cast<std::size_t>(p - out);
 }
 
 void FormatUuid(const unsigned char *bytes, char *out) noexcept {

@@ -330,6 +330,8 @@ bool ReceiveValues(PageReceiver *r, const Datum *v, const bool *isnull) {
   StringInfoData id;
   initStringInfo(&id);
   AppendMessageId(&id, in);
+  in.message_id = id.data;
+  in.message_id_len = id.len;
   switch (r->form) {
     case Form::kReadFeed: {
       Datum out[5] = {v[cPosition], PointerGetDatum(cstring_to_text_with_len(id.data, id.len)), v[cAddress],

@@ -22,9 +22,30 @@ static std::string Base64(const std::string &in) {
   return std::string(out, Base64Length(in.size()) + 1);  // one byte past the end: still '#'
 }
 
+// The text, checked against the length FormatUtcMicros returns.
 static std::string Utc(int64_t micros) {
   char out[kUtcTextSize];
-  FormatUtcMicros(micros, out);
+  std::size_t length = FormatUtcMicros(micros, out);
+  if (length != std::strlen(out)) return "length " + std::to_string(length) + " for " + out;
+  return out;
+}
+
+// Base64 bit by bit, the reference for the table-driven encoder.
+static std::string Base64Reference(const std::string &in) {
+  static const char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  uint32_t bits = 0;
+  int nbits = 0;
+  for (unsigned char c : in) {
+    bits = (bits << 8) | c;
+    nbits += 8;
+    while (nbits >= 6) {
+      out += kAlphabet[(bits >> (nbits - 6)) & 63];
+      nbits -= 6;
+    }
+  }
+  if (nbits > 0) out += kAlphabet[(bits << (6 - nbits)) & 63];
+  while (out.size() % 4 != 0) out += '=';
   return out;
 }
 
@@ -40,6 +61,26 @@ int main() {
   CHECK_EQ(Base64(std::string("\xfb\xff\xbf", 3)), std::string("+/+/#"),
            "base64 uses the standard alphabet's + and / (not base64url)");
   CHECK_EQ(Base64(std::string("\0\0\0\0", 4)), std::string("AAAAAA==#"), "base64 of NUL bytes");
+  {
+    // Every 12-bit group in every position of a 3-byte block: all 2^24 blocks would be slow, so
+    // each byte value in each of the three places, next to bytes that set the other bits.
+    std::string all;
+    for (int b = 0; b < 256; ++b)
+      for (unsigned char other : {0x00, 0x5a, 0xa5, 0xff}) {
+        all += static_cast<char>(b), all += static_cast<char>(other), all += static_cast<char>(other ^ 0x3c);
+        all += static_cast<char>(other), all += static_cast<char>(b), all += static_cast<char>(other ^ 0xc3);
+        all += static_cast<char>(other ^ 0x0f), all += static_cast<char>(other), all += static_cast<char>(b);
+      }
+    std::string encoded(Base64Length(all.size()), '#');
+    Base64Encode(reinterpret_cast<const unsigned char *>(all.data()), all.size(), encoded.data());
+    CHECK_EQ(encoded, Base64Reference(all), "base64 of every byte value in every place of a block, as the reference");
+    for (std::size_t tail = 1; tail <= 5; ++tail) {
+      std::string part = all.substr(0, all.size() - tail);
+      std::string out(Base64Length(part.size()), '#');
+      Base64Encode(reinterpret_cast<const unsigned char *>(part.data()), part.size(), out.data());
+      CHECK_EQ(out, Base64Reference(part), "base64 of a length that is not a multiple of 3, as the reference");
+    }
+  }
   CHECK_EQ(Base64Length(0), std::size_t{0}, "Base64Length(0)");
   CHECK_EQ(Base64Length(1), std::size_t{4}, "Base64Length pads 1 byte to 4");
   CHECK_EQ(Base64Length(3), std::size_t{4}, "Base64Length of 3 bytes");
@@ -60,6 +101,10 @@ int main() {
   CHECK_EQ(Utc(-12617679476999996LL), std::string("1600-02-29T01:02:03.000004Z"),
            "FormatUtcMicros: 1600 is one (a 400-year era back)");
   CHECK_EQ(Utc(252455615999999999LL), std::string("9999-12-31T23:59:59.999999Z"), "FormatUtcMicros: year 9999");
+  CHECK_EQ(Utc(252455616000000000LL), std::string("10000-01-01T00:00:00.000000Z"),
+           "FormatUtcMicros: a year past 9999 has five digits (PostgreSQL allows it)");
+  CHECK_EQ(Utc(-63082281600000000LL), std::string("0001-01-01T00:00:00.000000Z"), "FormatUtcMicros: year 1, four digits");
+  CHECK_EQ(Utc(-63113904000000000LL), std::string("0000-01-01T00:00:00.000000Z"), "FormatUtcMicros: year 0 (a leap year)");
 
   const unsigned char counting[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const unsigned char high[16] = {0xff, 0xfe, 0xab, 0xcd, 0x12, 0x34, 0x40, 0x56,

@@ -44,9 +44,12 @@ enum MessageField {
 // The fields of one message: value[f] is the field's Datum (text, uuid, int8, int4,
 // timestamptz, bytea or jsonb as statesman._message takes them), unless isnull[f].
 // store, epoch, address and revision must not be NULL.
+// message_id, when set, is the messageId already built (AppendMessageId) for this input.
 struct MessageInput {
   Datum value[kMessageFieldCount];
   bool isnull[kMessageFieldCount];
+  const char *message_id = nullptr;
+  int message_id_len = 0;
 };
 
 // NULL when the message can be built; else, without raising it, the error building it would

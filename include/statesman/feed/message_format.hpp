@@ -16,9 +16,10 @@ constexpr std::size_t Base64Length(std::size_t length) { return (length + 2) / 3
 void Base64Encode(const unsigned char *data, std::size_t length, char *out) noexcept;
 
 // Formats microseconds since 2000-01-01 00:00:00 UTC (PostgreSQL's timestamptz) as
-// "YYYY-MM-DDTHH:MM:SS.ffffffZ" into out (at least kUtcTextSize bytes, NUL-terminated).
+// "YYYY-MM-DDTHH:MM:SS.ffffffZ" into out (at least kUtcTextSize bytes, NUL-terminated); returns
+// the length written (27, more for a year past 9999 or before year 0).
 inline constexpr std::size_t kUtcTextSize = 48;
-void FormatUtcMicros(int64_t micros_since_2000, char *out) noexcept;
+std::size_t FormatUtcMicros(int64_t micros_since_2000, char *out) noexcept;
 
 // Formats 16 UUID bytes as the canonical 36-character text into out (at least 37 bytes).
 void FormatUuid(const unsigned char *bytes, char *out) noexcept;
