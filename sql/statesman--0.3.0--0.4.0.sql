@@ -1068,18 +1068,26 @@ CREATE FUNCTION statesman._note_own_tick() RETURNS void
     AS 'MODULE_PATHNAME', 'statesman_note_own_tick';
 COMMENT ON FUNCTION statesman._note_own_tick() IS
     'notes that this transaction stored a tick counting its own records (see src/feed/ticks.cpp)';
+-- PL/pgSQL rather than SQL: it keeps its plans for the session, where an SQL function with a SET
+-- clause is parsed and planned again on every call (the ticker calls this one on every tick).
 CREATE FUNCTION statesman._tick_snapshot() RETURNS pg_snapshot
-    LANGUAGE sql VOLATILE
+    LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT CASE WHEN v.own IS NULL OR pg_visible_in_snapshot(v.own, v.snap) THEN v.snap
-                ELSE (pg_snapshot_xmin(v.snap)::text || ':' || (v.own::text::bigint + 1)::text || ':' ||
-                      array_to_string(ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(v.snap) x
-                                            UNION
-                                            SELECT g FROM generate_series(pg_snapshot_xmax(v.snap)::text::bigint,
-                                                                          v.own::text::bigint - 1) g
-                                            ORDER BY 1), ','))::pg_snapshot END
-    FROM (SELECT pg_current_xact_id_if_assigned() AS own, pg_current_snapshot() AS snap) v
+DECLARE
+    own xid8 := pg_current_xact_id_if_assigned();
+    snap pg_snapshot := pg_current_snapshot();
+BEGIN
+    IF own IS NULL OR pg_visible_in_snapshot(own, snap) THEN
+        RETURN snap;
+    END IF;
+    RETURN (pg_snapshot_xmin(snap)::text || ':' || (own::text::bigint + 1)::text || ':' ||
+            array_to_string(ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap) x
+                                  UNION
+                                  SELECT g FROM generate_series(pg_snapshot_xmax(snap)::text::bigint,
+                                                                own::text::bigint - 1) g
+                                  ORDER BY 1), ','))::pg_snapshot;
+END
 $$;
 COMMENT ON FUNCTION statesman._tick_snapshot() IS
     'the current snapshot with the current transaction (when it has an xid) counted as ended';
@@ -1163,24 +1171,29 @@ CREATE OR REPLACE VIEW statesman._records AS
            h.error, h.metadata, h.fresh_until, h.serve_until
     FROM statesman.history h;
 
+-- PL/pgSQL, as statesman._tick_snapshot, to keep its plan: the ticker calls it on every tick.
 CREATE FUNCTION statesman._head() RETURNS bigint
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
     SET enable_bitmapscan = off
     SET jit = off
     AS $$
-    SELECT COALESCE((SELECT t.base + (t.hi - t.lo) FROM statesman.ticks t WHERE t.hi >= t.lo
+BEGIN
+    RETURN COALESCE((SELECT t.base + (t.hi - t.lo) FROM statesman.ticks t WHERE t.hi >= t.lo
                      ORDER BY t.tick_id DESC LIMIT 1),
-                    (SELECT max(h.legacy_position) FROM statesman.history h))
+                    (SELECT max(h.legacy_position) FROM statesman.history h));
+END
 $$;
 COMMENT ON FUNCTION statesman._head() IS 'the last position of the last tick (or of the records from before 0.4.0)';
 
 CREATE OR REPLACE FUNCTION statesman.head_position() RETURNS bigint
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT statesman._durable(statesman._head())
+BEGIN
+    RETURN statesman._durable(statesman._head());
+END
 $$;
 COMMENT ON FUNCTION statesman.head_position() IS
     'the highest readable feed position, NULL while the feed is empty';

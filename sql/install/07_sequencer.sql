@@ -12,24 +12,29 @@
 -- statistics, and jit is off because a disabled scan's cost would push them over jit_above_cost.
 
 -- The head as the ticks say it, without the flush of head_position (for the ticker's callers).
+-- PL/pgSQL, as statesman._tick_snapshot, to keep its plan: the ticker calls it on every tick.
 CREATE FUNCTION statesman._head() RETURNS bigint
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp
     SET enable_seqscan = off
     SET enable_bitmapscan = off
     SET jit = off
     AS $$
-    SELECT COALESCE((SELECT t.base + (t.hi - t.lo) FROM statesman.ticks t WHERE t.hi >= t.lo
+BEGIN
+    RETURN COALESCE((SELECT t.base + (t.hi - t.lo) FROM statesman.ticks t WHERE t.hi >= t.lo
                      ORDER BY t.tick_id DESC LIMIT 1),
-                    (SELECT max(h.legacy_position) FROM statesman.history h))
+                    (SELECT max(h.legacy_position) FROM statesman.history h));
+END
 $$;
 COMMENT ON FUNCTION statesman._head() IS 'the last position of the last tick (or of the records from before 0.4.0)';
 
 CREATE FUNCTION statesman.head_position() RETURNS bigint
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT statesman._durable(statesman._head())
+BEGIN
+    RETURN statesman._durable(statesman._head());
+END
 $$;
 COMMENT ON FUNCTION statesman.head_position() IS
     'the highest readable feed position, NULL while the feed is empty';

@@ -647,58 +647,6 @@ bool SingleInt8(SPIPlanPtr plan, int nargs, const Datum *values, const bool *nul
   return !isnull;
 }
 
-// Query (pg/work.hpp) with a plan kept for the session: the same text parameters ($1::bigint
-// casts in the SQL give them their types) and text results, without parsing and planning the
-// statement on every page. A shutdown request cancels it, as it does Query's statements.
-std::vector<Row> KeptQuery(SPIPlanPtr &plan, const char *sql, const std::vector<Value> &params) {
-  const int nargs = static_cast<int>(params.size());
-  uint64 nrows = 0;
-  int ncols = 0;
-  StatementScope running;
-  char **cells = Call([&] {
-    Oid types[8];
-    Datum values[8];
-    bool nulls[8];
-    if (nargs > 8) elog(ERROR, "statesman: too many parameters for a kept query");
-    for (int i = 0; i < nargs; ++i) {
-      types[i] = TEXTOID;
-      nulls[i] = !params[i].has_value();
-      values[i] =
-          nulls[i] ? 0
-                   : PointerGetDatum(cstring_to_text_with_len(params[i]->data(), static_cast<int>(params[i]->size())));
-    }
-    RunPlan(KeptPlan(plan, sql, nargs, types), nargs, values, nulls, nullptr);
-    nrows = SPI_processed;
-    char **out = nullptr;
-    if (SPI_tuptable != nullptr && nrows > 0) {
-      ncols = SPI_tuptable->tupdesc->natts;
-      out = static_cast<char **>(palloc0(sizeof(char *) * nrows * ncols));
-      for (uint64 r = 0; r < nrows; ++r)
-        for (int c = 0; c < ncols; ++c)
-          out[r * ncols + c] = SPI_getvalue(SPI_tuptable->vals[r], SPI_tuptable->tupdesc, c + 1);
-    }
-    SPI_freetuptable(SPI_tuptable);
-    return out;
-  });
-  std::vector<Row> rows;
-  rows.reserve(nrows);
-  for (uint64 r = 0; r < nrows; ++r) {
-    Row row(ncols);
-    for (int c = 0; c < ncols; ++c)
-      if (cells[r * ncols + c] != nullptr) row[c] = std::string(cells[r * ncols + c]);
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
-
-Value KeptQueryValue(SPIPlanPtr &plan, const char *sql, const std::vector<Value> &params) {
-  std::vector<Row> rows = KeptQuery(plan, sql, params);
-  if (rows.empty() || rows[0].empty()) return std::nullopt;
-  return rows[0][0];
-}
-
-SPIPlanPtr lock_plan = nullptr, head_plan = nullptr, check_target_plan = nullptr, finish_plan = nullptr,
-           failure_plan = nullptr;
 
 // The memory of a page (its envelope, receiver and, for the `table` sink, its messages until
 // they are inserted): one context for the session, reset before each page, whose first block
@@ -776,13 +724,10 @@ struct Head {
 };
 
 Head ReadHead(const std::string &outbox_id) {
-  KeptQueryValue(
-      lock_plan,
-      "SELECT pg_catalog.pg_advisory_xact_lock_shared(statesman._lock_space('page'), statesman._lease_key($1))",
+  QueryValue("SELECT pg_catalog.pg_advisory_xact_lock_shared(statesman._lock_space('page'), statesman._lease_key($1))",
       {outbox_id});
   std::vector<Row> rows =
-      KeptQuery(head_plan,
-                "SELECT o.enabled, o.root, o.batch_size, o.fingerprint, o.payload_content_type, o.xmin::text, "
+      Query("SELECT o.enabled, o.root, o.batch_size, o.fingerprint, o.payload_content_type, o.xmin::text, "
                 "  o.sink_options::text, o.sink_options->>'table', c.position "
                 "FROM statesman.outboxes o LEFT JOIN statesman.cursors c ON c.outbox_id = o.outbox_id "
                 "WHERE o.outbox_id = $1",
@@ -954,7 +899,7 @@ std::string Text(int64 n) { return std::to_string(n); }
 }  // namespace
 
 void FinishPage(const std::string &outbox_id, const Value &last_position, int64_t published, int64_t deduplicated) {
-  KeptQueryValue(finish_plan, "SELECT statesman._finish_page($1, $2::bigint, $3::bigint, $4::bigint)",
+  QueryValue("SELECT statesman._finish_page($1, $2::bigint, $3::bigint, $4::bigint)",
                  {outbox_id, last_position, Text(published), Text(deduplicated)});
 }
 
@@ -991,7 +936,7 @@ Row DeliverTablePage(const std::string &outbox_id) {
     last = r->last_position;
     if (read == 0 || matching == 0) return;
     target = SinkTarget(h.sink_options.value_or("{}"));
-    KeptQueryValue(check_target_plan, "SELECT statesman._check_sink_target($1)", {target});
+    QueryValue("SELECT statesman._check_sink_target($1)", {target});
     if (r->unbuilt != nullptr) throw Error(sqlstate::kProgramLimitExceeded, r->unbuilt);
     // The common case: nothing of this page is in the table yet. Re-delivery (a cursor seeded
     // back, a restored table): keep what is there.
@@ -1012,7 +957,7 @@ Row DeliverTablePage(const std::string &outbox_id) {
     result[0] = "failed";
     if (read >= 0) result[1] = Text(read);
     result[2] = after;
-    result[5] = KeptQueryValue(failure_plan, "SELECT statesman._note_failure($1, $2)", {outbox_id, error});
+    result[5] = QueryValue("SELECT statesman._note_failure($1, $2)", {outbox_id, error});
     result[6] = error;
     return result;
   }
