@@ -2,12 +2,13 @@
 -- Capturing existing tables (docs/capture.md)
 -------------------------------------------------------------------------------
 
--- One row per captured table, keyed by the table's OID: the trigger reads its configuration
--- from here (never from trigger arguments, which a table owner could change), so only
--- capture_table decides which root a table's rows go to. Owner-only: no role but the
--- extension owner reads or writes it.
+-- One row per captured table, keyed by the table's OID (a regclass: pg_dump writes it as the
+-- table's name, so a restore finds the new OID): the trigger reads its configuration from here
+-- (never from trigger arguments, which a table owner could change), so only capture_table
+-- decides which root a table's rows go to. Owner-only: no role but the extension owner reads
+-- or writes it.
 CREATE TABLE statesman.captures (
-    tab oid PRIMARY KEY,
+    tab regclass PRIMARY KEY,
     root text NOT NULL,
     key_columns text[] NOT NULL,
     columns text[],
@@ -24,7 +25,7 @@ CREATE TRIGGER captures_changed AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON 
 -- The progress of each table's backfill: the last key of the last committed batch (the next
 -- batch starts after it), so an interrupted backfill resumes there.
 CREATE TABLE statesman.capture_backfills (
-    tab oid PRIMARY KEY REFERENCES statesman.captures (tab) ON DELETE CASCADE,
+    tab regclass PRIMARY KEY REFERENCES statesman.captures (tab) ON DELETE CASCADE,
     after_key text[],
     rows_done bigint NOT NULL DEFAULT 0,
     batches bigint NOT NULL DEFAULT 0,
@@ -34,6 +35,8 @@ CREATE TABLE statesman.capture_backfills (
 );
 COMMENT ON TABLE statesman.capture_backfills IS
     'the progress of each captured table''s backfill (statesman.backfill_table)';
+SELECT pg_catalog.pg_extension_config_dump('statesman.captures', '');
+SELECT pg_catalog.pg_extension_config_dump('statesman.capture_backfills', '');
 
 -- The row trigger: one record per INSERT, UPDATE and DELETE, appended in the writing
 -- transaction through the append path (C++). Not executable by PUBLIC: CREATE TRIGGER checks
@@ -294,12 +297,13 @@ BEGIN
                 USING ERRCODE = 'dependent_objects_still_exist',
                       HINT = 'Call statesman.release_table first, then capture the table again.';
         END IF;
-        IF (SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger t
-            WHERE t.tgrelid OPERATOR(pg_catalog.=) c.tab AND t.tgenabled OPERATOR(pg_catalog.=) 'A'
-              AND t.tgfoid IN ('statesman._capture_row()'::regprocedure,
-                               'statesman._capture_truncate()'::regprocedure)) <> 2 THEN
-            RAISE EXCEPTION 'cannot disable or drop the capture triggers of %: its changes would be lost',
-                            c.tab::regclass
+        -- Only the state of the triggers that exist: a restore (pg_restore) creates them after
+        -- the table's other definitions and data, each followed by its ENABLE ALWAYS.
+        IF EXISTS (SELECT FROM pg_catalog.pg_trigger t
+                   WHERE t.tgrelid OPERATOR(pg_catalog.=) c.tab AND t.tgenabled OPERATOR(pg_catalog.<>) 'A'
+                     AND t.tgfoid IN ('statesman._capture_row()'::regprocedure,
+                                      'statesman._capture_truncate()'::regprocedure)) THEN
+            RAISE EXCEPTION 'cannot disable the capture triggers of %: its changes would be lost', c.tab
                 USING ERRCODE = 'object_not_in_prerequisite_state',
                       HINT = 'Call statesman.release_table to stop capturing it.';
         END IF;
@@ -309,26 +313,45 @@ $$;
 COMMENT ON FUNCTION statesman._capture_ddl() IS
     'refuses ALTER TABLE that drops or renames a captured column or disables a capture trigger';
 CREATE EVENT TRIGGER statesman_capture_ddl ON ddl_command_end
-    WHEN TAG IN ('ALTER TABLE', 'DROP TRIGGER', 'ALTER TRIGGER')
+    WHEN TAG IN ('ALTER TABLE', 'ALTER TRIGGER')
     EXECUTE FUNCTION statesman._capture_ddl();
 
--- A dropped table's capture goes with it.
+-- A dropped table's capture goes with it; dropping a capture trigger of a table that stays
+-- captured is refused (release_table forgets the capture before it drops the triggers).
 CREATE FUNCTION statesman._capture_drop() RETURNS event_trigger
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path = pg_catalog, pg_temp
     AS $$
+DECLARE
+    v_tab regclass;
 BEGIN
     DELETE FROM statesman.captures x
     WHERE x.tab IN (SELECT d.objid FROM pg_catalog.pg_event_trigger_dropped_objects() d
                     WHERE d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_class'::regclass
                       AND d.objsubid OPERATOR(pg_catalog.=) 0);
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_event_trigger_dropped_objects() d
+                   WHERE d.object_type OPERATOR(pg_catalog.=) 'trigger') THEN
+        RETURN;
+    END IF;
+    SELECT x.tab INTO v_tab FROM statesman.captures x
+    WHERE (SELECT pg_catalog.count(*) FROM pg_catalog.pg_trigger t
+           WHERE t.tgrelid OPERATOR(pg_catalog.=) x.tab
+             AND t.tgfoid IN ('statesman._capture_row()'::regprocedure,
+                              'statesman._capture_truncate()'::regprocedure)) < 2
+    LIMIT 1;
+    IF v_tab IS NOT NULL THEN
+        RAISE EXCEPTION 'cannot drop the capture triggers of %: its changes would be lost', v_tab
+            USING ERRCODE = 'object_not_in_prerequisite_state',
+                  HINT = 'Call statesman.release_table to stop capturing it.';
+    END IF;
 END
 $$;
-COMMENT ON FUNCTION statesman._capture_drop() IS 'forgets the capture of a dropped table';
+COMMENT ON FUNCTION statesman._capture_drop() IS
+    'forgets the capture of a dropped table; refuses dropping a capture trigger of a captured table';
 CREATE EVENT TRIGGER statesman_capture_drop ON sql_drop EXECUTE FUNCTION statesman._capture_drop();
 
 CREATE VIEW statesman.captured_tables AS
-SELECT c.tab::regclass AS "table", c.root, c.key_columns AS key, c.columns, c.partition_column, c.since,
+SELECT c.tab AS "table", c.root, c.key_columns AS key, c.columns, c.partition_column, c.since,
        b.rows_done AS backfilled_rows, b.batches AS backfill_batches, b.after_key AS backfill_after_key,
        b.started_at AS backfill_started_at, b.finished_at AS backfill_finished_at
 FROM statesman.captures c
