@@ -63,7 +63,7 @@ struct CaptureConfig {
   std::vector<AttrNumber> key;
   std::vector<FmgrInfo> key_output;
   std::vector<std::string> key_names;
-  std::vector<AttrNumber> columns;  // the payload's columns, in its row type's order
+  std::vector<AttrNumber> columns;   // the payload's columns, in its row type's order
   TupleDesc payload_desc = nullptr;  // blessed: a record type of the captured columns
   AttrNumber partition = 0;
   FmgrInfo partition_output{};
@@ -177,9 +177,8 @@ CaptureConfig BuildConfig(Relation rel) {
   CaptureConfig config;
   config.root = row.root;
   config.key_names = key_names;
-  config.memory = Call([] {
-    return AllocSetContextCreate(CacheMemoryContext, "statesman capture", ALLOCSET_SMALL_SIZES);
-  });
+  config.memory =
+      Call([] { return AllocSetContextCreate(CacheMemoryContext, "statesman capture", ALLOCSET_SMALL_SIZES); });
   try {
     TupleDesc rel_desc = RelationGetDescr(rel);
     auto attnum = [&](const std::string &name) {
@@ -212,9 +211,8 @@ CaptureConfig BuildConfig(Relation rel) {
       config.partition = attnum(partition_name);
       output(config.partition, &config.partition_output);
     }
-    std::string table = Call([&] {
-      return psprintf("%s.%s", get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel));
-    });
+    std::string table = Call(
+        [&] { return psprintf("%s.%s", get_namespace_name(RelationGetNamespace(rel)), RelationGetRelationName(rel)); });
     Call([&] {
       MemoryContext old = MemoryContextSwitchTo(config.memory);
       TupleDesc desc = CreateTemplateTupleDesc(static_cast<int>(config.columns.size()));
@@ -285,11 +283,12 @@ RowRecord MakeRecord(const CaptureConfig &config, Relation rel, const Datum *val
   for (size_t i = 0; i < config.key.size(); ++i) {
     AttrNumber n = config.key[i];
     if (nulls[n - 1])
-      throw Error("23502",
-                  "statesman: key column \"" + config.key_names[i] + "\" of captured table " +
-                      Call([&] { return RelationGetRelationName(rel); }) + " is NULL: the row has no path",
+      throw Error("23502", "statesman: key column \"" + config.key_names[i] + "\" of captured table " + Call([&] {
+                             return RelationGetRelationName(rel);
+                           }) + " is NULL: the row has no path",
                   "A captured row's path is made of its key columns' values; make them NOT NULL.");
-    const char *text = Call([&] { return OutputFunctionCall(const_cast<FmgrInfo *>(&config.key_output[i]), values[n - 1]); });
+    const char *text =
+        Call([&] { return OutputFunctionCall(const_cast<FmgrInfo *>(&config.key_output[i]), values[n - 1]); });
     if (i > 0) record.path += '/';
     record.path += store::EscapeKeyValue(text);
   }
@@ -432,8 +431,8 @@ extern "C" Datum statesman_capture_put(PG_FUNCTION_ARGS) {
   Relation rel = table_open(relid, AccessShareLock);
   TupleDesc row_desc = lookup_rowtype_tupdesc(HeapTupleHeaderGetTypeId(header), HeapTupleHeaderGetTypMod(header));
   if (row_desc->natts != RelationGetDescr(rel)->natts || HeapTupleHeaderGetTypeId(header) != rel->rd_rel->reltype)
-    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH), errmsg("statesman._capture_put: r must be a row of %s",
-                                                               RelationGetRelationName(rel))));
+    ereport(ERROR, (errcode(ERRCODE_DATATYPE_MISMATCH),
+                    errmsg("statesman._capture_put: r must be a row of %s", RelationGetRelationName(rel))));
   HeapTupleData tuple;
   tuple.t_len = HeapTupleHeaderGetDatumLength(header);
   ItemPointerSetInvalid(&tuple.t_self);

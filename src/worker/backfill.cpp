@@ -73,7 +73,7 @@ struct Progress {
   bool finished = false;
   int64 rows = 0;
   int64 batches = 0;
-  char *after = nullptr;  // the last key as text ('{…}'), palloc'd; nullptr before the first batch
+  char *after = nullptr;    // the last key as text ('{…}'), palloc'd; nullptr before the first batch
   char *started = nullptr;  // started_at as text: tells a new run's row from the previous one's
 };
 
@@ -138,8 +138,8 @@ Oid CheckBackfill(Oid relid, int32 batch_size) {
       if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "statesman: SPI_connect failed");
       Oid types[1] = {OIDOID};
       Datum values[1] = {ObjectIdGetDatum(relid)};
-      int rc = SPI_execute_with_args("SELECT FROM statesman.captures c WHERE c.tab OPERATOR(pg_catalog.=) $1", 1,
-                                     types, values, nullptr, false, 1);
+      int rc = SPI_execute_with_args("SELECT FROM statesman.captures c WHERE c.tab OPERATOR(pg_catalog.=) $1", 1, types,
+                                     values, nullptr, false, 1);
       if (rc != SPI_OK_SELECT) elog(ERROR, "statesman: reading statesman.captures failed");
       captured = SPI_processed == 1;
       SPI_finish();
@@ -165,9 +165,8 @@ void Notice(const std::string &message) {
 
 int64 Backfill(Oid relid, int32 batch_size) {
   Oid owner = CheckBackfill(relid, batch_size);
-  std::string table = Call([&] {
-    return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid));
-  });
+  std::string table = Call(
+      [&] { return quote_qualified_identifier(get_namespace_name(get_rel_namespace(relid)), get_rel_name(relid)); });
   Progress start = ReadProgress(relid);
   bool resumed = start.exists && !start.finished;
   int64 base = resumed ? start.rows : 0;
@@ -226,8 +225,8 @@ int64 Backfill(Oid relid, int32 batch_size) {
   }
   if (!now.exists || !now.finished)
     throw Error("55000",
-                "the backfill of " + table + " stopped before its end, after key " + (now.after ? now.after : "(none)") +
-                    " (" + std::to_string(now.rows) + " rows)",
+                "the backfill of " + table + " stopped before its end, after key " +
+                    (now.after ? now.after : "(none)") + " (" + std::to_string(now.rows) + " rows)",
                 "The server log has the backfill worker's error. Call statesman.backfill_table again: it resumes "
                 "after that key.");
   return now.rows - base;
@@ -271,8 +270,8 @@ void BackfillLoop(const BackfillArgs &args) {
       bool retry = code == ERRCODE_T_R_DEADLOCK_DETECTED || code == ERRCODE_T_R_SERIALIZATION_FAILURE ||
                    code == ERRCODE_LOCK_NOT_AVAILABLE;
       if (!retry || ++retries > kMaxRetries) throw;
-      Log(LogLevel::kLog, std::string("statesman: a backfill batch of table ") + relid +
-                              " is run again after: " + e.what());
+      Log(LogLevel::kLog,
+          std::string("statesman: a backfill batch of table ") + relid + " is run again after: " + e.what());
     }
   }
 }
@@ -283,8 +282,7 @@ void BackfillLoop(const BackfillArgs &args) {
 // statesman.backfill_table(tab regclass, batch_size integer) → bigint
 extern "C" Datum statesman_backfill_table(PG_FUNCTION_ARGS) {
   if (PG_ARGISNULL(0)) ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("tab must not be NULL")));
-  if (PG_ARGISNULL(1))
-    ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("batch_size must not be NULL")));
+  if (PG_ARGISNULL(1)) ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("batch_size must not be NULL")));
   Oid relid = PG_GETARG_OID(0);
   int32 batch_size = PG_GETARG_INT32(1);
   int64 rows = statesman::pg::Invoke([&] { return statesman::pg::Backfill(relid, batch_size); });

@@ -71,7 +71,8 @@ int main() {
   CHECK(EscapeKeyValue("50%") == "50%25", "EscapeKeyValue: '%' is %25");
   CHECK(EscapeKeyValue("%2F") == "%252F", "EscapeKeyValue: an escape sequence in a value is escaped again");
   CHECK(EscapeKeyValue("") == "%00", "EscapeKeyValue: the empty value is %00");
-  CHECK(EscapeKeyValue("caf\xc3\xa9 \"x\"") == "caf\xc3\xa9 \"x\"", "EscapeKeyValue: Unicode and quotes pass unchanged");
+  CHECK(EscapeKeyValue("caf\xc3\xa9 \"x\"") == "caf\xc3\xa9 \"x\"",
+        "EscapeKeyValue: Unicode and quotes pass unchanged");
   // Two-column keys joined with '/': ("a/b", "c") and ("a", "b/c") stay apart.
   CHECK(EscapeKeyValue("a/b") + "/" + EscapeKeyValue("c") != EscapeKeyValue("a") + "/" + EscapeKeyValue("b/c"),
         "EscapeKeyValue: a '/' inside a value never reads as the separator");
