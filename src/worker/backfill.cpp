@@ -234,10 +234,13 @@ int64 Backfill(Oid relid, int32 batch_size) {
 
 // The worker: the start of the backfill (or its resumption), then one batch per transaction
 // until a batch comes back short. A batch that meets a deadlock or a serialization failure
-// is rolled back and run again.
+// is rolled back and run again. A batch that needs more address locks than the shared lock
+// table has room for (each record's address lock is held until its transaction ends; 53200
+// out of shared memory) is rolled back and run again with half as many rows, and the batches
+// stay that size.
 void BackfillLoop(const BackfillArgs &args) {
   const std::string relid = std::to_string(args.relid);
-  const std::string batch = std::to_string(args.batch_size);
+  int32 batch_size = args.batch_size;
   BeginWork("statesman: backfill starts");
   Query("SELECT statesman._backfill_start($1::oid)", {relid});
   EndWork();
@@ -252,7 +255,8 @@ void BackfillLoop(const BackfillArgs &args) {
     }
     try {
       BeginWork("statesman: backfill batch");
-      int64 rows = ToInt(QueryValue("SELECT statesman._backfill_batch($1::oid, $2::integer)", {relid, batch}));
+      int64 rows = ToInt(
+          QueryValue("SELECT statesman._backfill_batch($1::oid, $2::integer)", {relid, std::to_string(batch_size)}));
       EndWork();
       // Wakes the caller to relay the batch's progress.
       Call([] {
@@ -260,13 +264,22 @@ void BackfillLoop(const BackfillArgs &args) {
         if (leader != nullptr) SetLatch(&leader->procLatch);
       });
       retries = 0;
-      if (rows < args.batch_size) return;
+      if (rows < batch_size) return;
     } catch (const PgError &e) {
       int code = e.Data()->sqlerrcode;
       Call([] {
         AbortCurrentTransaction();
         pgstat_report_activity(STATE_IDLE, nullptr);
       });
+      if (code == ERRCODE_OUT_OF_MEMORY && batch_size > 1) {
+        batch_size /= 2;
+        Log(LogLevel::kLog,
+            "statesman: a backfill batch of table " + relid +
+                " needs more locks than the lock table has room for; batches of " + std::to_string(batch_size) +
+                " rows from now on",
+            "Each record holds its address's lock until the batch commits (max_locks_per_transaction).");
+        continue;
+      }
       bool retry = code == ERRCODE_T_R_DEADLOCK_DETECTED || code == ERRCODE_T_R_SERIALIZATION_FAILURE ||
                    code == ERRCODE_LOCK_NOT_AVAILABLE;
       if (!retry || ++retries > kMaxRetries) throw;
