@@ -8,7 +8,7 @@
 #
 # Then a backfill of a second table is interrupted (its caller cancelled after a few batches)
 # and called again: it resumes after the last committed batch, and every row is backfilled
-# exactly once over the two calls.
+# exactly once over the two calls. Last, a pg_dump / pg_restore of the database keeps capturing.
 
 use strict;
 use warnings;
@@ -199,6 +199,20 @@ my $once = $node->safe_psql(
 		FROM ledger_lines l) x
 });
 is($once, '0|20000', 'over both calls every row was backfilled exactly once');
+
+# A dump and restore keeps capturing: the configuration is dumped with the extension (keyed by
+# the table's name), the triggers with the table.
+my $dump = "$dir/capture.dump";
+$node->command_ok([ 'pg_dump', '-Fc', '-f', $dump, '-d', $node->connstr('postgres') ], 'pg_dump of the database');
+$node->safe_psql('postgres', 'CREATE DATABASE restored');
+$node->command_ok([ 'pg_restore', '--exit-on-error', '-d', $node->connstr('restored'), $dump ],
+	'pg_restore into another database, without an error');
+$node->safe_psql('restored', "INSERT INTO accounts VALUES ($rows + 1, 1, 'restored')");
+is( $node->safe_psql(
+		'restored',
+		"SELECT count(*) FROM statesman.history WHERE address = 'accounts/' || ($rows + 1) AND metadata->>'op' = 'insert'"),
+	'1',
+	'the restored table is captured: its INSERT appends');
 
 $node->stop;
 done_testing();
