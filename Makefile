@@ -11,6 +11,7 @@ OBJS = \
 	src/pg/work.o \
 	src/store/names.o \
 	src/store/append.o \
+	src/store/capture.o \
 	src/feed/message_format.o \
 	src/feed/message.o \
 	src/feed/page.o \
@@ -20,6 +21,7 @@ OBJS = \
 	src/worker/launcher.o \
 	src/worker/database_worker.o \
 	src/worker/dispatcher.o \
+	src/worker/backfill.o \
 	src/sinks/io.o \
 	src/sinks/sink_types.o \
 	src/sinks/sink_options_sql.o \

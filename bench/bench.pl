@@ -33,6 +33,7 @@ use FindBin;
 use lib $FindBin::Bin;
 
 use Bench::Append;
+use Bench::Capture;
 use Bench::Delivery;
 use Bench::Nats;
 use Bench::RabbitMQ;
@@ -98,6 +99,7 @@ Bench::Append::setup($b, $R);
 Bench::PgQ::setup($b, $R);    # PgQ, its queue `bench`, and pgq.sql: the same payload through pgq.insert_event
 
 Bench::Append::measure($b, $R) if want($s, 'append');
+Bench::Capture::measure($b, $R) if want($s, 'capture');
 
 # Read now: the delivery part restarts the cluster with other settings.
 $R->{server_settings} = [

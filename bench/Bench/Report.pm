@@ -17,6 +17,7 @@ use Bench::Settings qw(want);
 my %TITLE = (
 	''       => "append vs bare INSERT and PgQ, worker on; delivery; PgQ's drain and latency; steady state",
 	append   => 'append vs bare INSERT and PgQ, worker on',
+	capture  => 'INSERT and UPDATE into a captured table vs uncaptured',
 	delivery => 'delivery',
 	kafka    => 'delivery to kafka (librdkafka\'s mock cluster)',
 	pgq      => "PgQ's drain and latency",
@@ -50,6 +51,7 @@ sub summary
 		'| # | figure | statesman: median (min–max) | baseline: median (min–max) | statesman ÷ baseline | target | met |',
 		'|---|---|---|---|---|---|---|');
 	push @o, Bench::Append::summary($b, $R) if want($s, 'append');
+	push @o, Bench::Capture::summary($b, $R) if want($s, 'capture');
 	push @o, Bench::Delivery::summary($b, $R) if want($s, 'delivery');
 	push @o, Bench::Kafka::summary($b, $R)    if want($s, 'kafka');
 	push @o, Bench::PgQ::summary($b, $R) if want($s, 'pgq') && !want($s, 'delivery');
@@ -77,6 +79,7 @@ sub lines
 	push @o, summary($b, $R);
 	push @o, '', 'The sections below give each figure\'s runs, settings and method.';
 	push @o, Bench::Append::report($b, $R) if want($s, 'append');
+	push @o, Bench::Capture::report($b, $R) if want($s, 'capture');
 	push @o, Bench::Delivery::report($b, $R) if want($s, 'delivery');
 	push @o, Bench::Kafka::report($b, $R)    if want($s, 'kafka');
 	push @o, Bench::PgQ::report($b, $R)      if want($s, 'pgq');

@@ -40,8 +40,8 @@ sub from_env
 	$s{warmup}  = _get('BENCH_WARMUP',  5,  $whole, 'BENCH_WARMUP must be a whole number');
 	$s{clients} = _get('BENCH_CLIENTS', 2,  $whole, 'BENCH_CLIENTS must be a whole number');
 	$s{only}    = $ENV{BENCH_ONLY} // '';
-	_bad('BENCH_ONLY must be append, delivery, kafka, pgq, steady, nats, rabbitmq or webhook')
-	  unless $s{only} =~ /^(|append|delivery|kafka|pgq|steady|nats|rabbitmq|webhook)$/;
+	_bad('BENCH_ONLY must be append, capture, delivery, kafka, pgq, steady, nats, rabbitmq or webhook')
+	  unless $s{only} =~ /^(|append|capture|delivery|kafka|pgq|steady|nats|rabbitmq|webhook)$/;
 	# The report in docs/benchmarks.md is a whole run's: a partial one would replace it.
 	_bad("BENCH_WRITE_DOCS (make bench) writes a whole run into docs/benchmarks.md: run ./scripts/bench for BENCH_ONLY=$s{only}")
 	  if ($ENV{BENCH_WRITE_DOCS} // '') ne '' && $s{only} ne '';

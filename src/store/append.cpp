@@ -55,6 +55,7 @@ PG_FUNCTION_INFO_V1(statesman_roots_changed);
 
 #include "statesman/feed/message_format.hpp"
 #include "statesman/feed/ticks.hpp"
+#include "statesman/store/append.hpp"
 #include "statesman/store/locks.hpp"
 #include "statesman/store/names.hpp"
 
@@ -778,6 +779,34 @@ void ReadCommonArgs(AppendRequest &req, FunctionCallInfo fcinfo, int argno, bool
 }
 
 }  // namespace
+
+int64 AppendCaptured(const CapturedRecord &record) {
+  AppendRequest req;
+  for (int p = 0; p < kParamCount; ++p) req.nulls[p] = 'n';
+  req.root = record.root;
+  req.path = record.path;
+  req.partition = record.partition;
+  req.operation = record.tombstone ? "delete" : "put";
+  Call([&] {
+    auto set_text = [&](Param p, const char *value) {
+      req.values[p] = CStringGetTextDatum(value);
+      req.nulls[p] = ' ';
+    };
+    set_text(kPath, record.path);
+    set_text(kPartition, record.partition);
+    set_text(kOperation, req.operation);
+    set_text(kStatus, "ok");
+    if (!record.tombstone) {
+      set_text(kContentType, "application/json");
+      req.values[kPayload] = record.payload;
+      req.nulls[kPayload] = ' ';
+    }
+    req.values[kMetadata] = record.metadata;
+    req.nulls[kMetadata] = ' ';
+  });
+  return AppendRecord(req).revision;
+}
+
 }  // namespace statesman::pg
 
 using statesman::pg::AppendRequest;

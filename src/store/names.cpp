@@ -71,4 +71,19 @@ void CheckOperation(const char *operation) {
                 std::string("operation must be 'put' or 'delete', not '") + operation + "'");
 }
 
+std::string EscapeKeyValue(std::string_view value) {
+  if (value.empty()) return "%00";
+  std::string out;
+  out.reserve(value.size());
+  for (char c : value) {
+    if (c == '%')
+      out += "%25";
+    else if (c == '/')
+      out += "%2F";
+    else
+      out += c;
+  }
+  return out;
+}
+
 }  // namespace statesman::store

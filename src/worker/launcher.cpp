@@ -179,8 +179,6 @@ void ForgetIfStopped(LaunchedWorker *worker) {
   worker->handle = nullptr;
 }
 
-namespace {
-
 // What statesman's workers depend on, whatever the defaults of postgresql.conf, the database
 // (ALTER DATABASE … SET) or the role (ALTER ROLE … SET) say: applied after the connection's
 // own defaults, at the priority of PostgreSQL's own background processes' settings
@@ -225,7 +223,6 @@ void PinWorkerSettings() {
   for (const auto &setting : settings) SetConfigOption(setting[0], setting[1], PGC_SUSET, PGC_S_OVERRIDE);
 }
 
-}  // namespace
 
 WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname, bool exit_work) {
   WorkerArgs args;

@@ -10,6 +10,7 @@ using statesman::store::CanonicalAddress;
 using statesman::store::CheckName;
 using statesman::store::CheckOperation;
 using statesman::store::CheckPath;
+using statesman::store::EscapeKeyValue;
 using statesman::store::LowerName;
 
 // The message of the Error `f` throws ("" when none).
@@ -66,5 +67,14 @@ int main() {
   CHECK_THROWS(CheckOperation("PUT"), "22023", "CheckOperation: case matters");
   CHECK_THROWS(CheckOperation("upsert"), "22023", "CheckOperation: anything else is 22023");
   CHECK_THROWS(CheckOperation(nullptr), "22004", "CheckOperation: NULL is 22004");
+  CHECK(EscapeKeyValue("a/b") == "a%2Fb", "EscapeKeyValue: '/' is %2F");
+  CHECK(EscapeKeyValue("50%") == "50%25", "EscapeKeyValue: '%' is %25");
+  CHECK(EscapeKeyValue("%2F") == "%252F", "EscapeKeyValue: an escape sequence in a value is escaped again");
+  CHECK(EscapeKeyValue("") == "%00", "EscapeKeyValue: the empty value is %00");
+  CHECK(EscapeKeyValue("caf\xc3\xa9 \"x\"") == "caf\xc3\xa9 \"x\"",
+        "EscapeKeyValue: Unicode and quotes pass unchanged");
+  // Two-column keys joined with '/': ("a/b", "c") and ("a", "b/c") stay apart.
+  CHECK(EscapeKeyValue("a/b") + "/" + EscapeKeyValue("c") != EscapeKeyValue("a") + "/" + EscapeKeyValue("b/c"),
+        "EscapeKeyValue: a '/' inside a value never reads as the separator");
   return unit::Done();
 }

@@ -26,4 +26,9 @@ std::string LowerName(std::string_view name);
 // Throws 22023 unless operation is "put" or "delete".
 void CheckOperation(const char *operation);
 
+// One key column's value as a segment of a captured row's path: '%' becomes "%25" and '/'
+// becomes "%2F", and the empty value is "%00" (which no escaped value contains, text holding
+// no NUL). Segments joined with '/' then never give the same path for distinct keys.
+std::string EscapeKeyValue(std::string_view value);
+
 }  // namespace statesman::store

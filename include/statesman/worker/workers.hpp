@@ -110,6 +110,10 @@ struct WorkerArgs {
 // then ends at its next check and does its exit work). Runs before any C++ object exists (it may
 // raise FATAL).
 WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname, bool exit_work = false);
+// Applies the settings every statesman worker depends on, whatever the server's, database's and
+// role's defaults (launcher.cpp); a worker that starts outside the registry (the backfill) calls
+// it right after its connection. Plain C: may raise FATAL.
+void PinWorkerSettings();
 
 // Milliseconds on a monotonic-enough clock (GetCurrentTimestamp / 1000).
 int64 NowMillis();

@@ -1,0 +1,26 @@
+// The append path's entry for C++ callers inside the server (the capture trigger,
+// src/store/capture.cpp): one record appended exactly as statesman.append / append_delete
+// would append it, without a SQL call. It pulls in postgres.h: never included by sink code.
+#pragma once
+
+#include "statesman/pg/guard.hpp"
+
+namespace statesman::pg {
+
+// One record of a captured row: a `put` with a JSON payload (its UTF-8 text, a text or bytea
+// varlena) or a tombstone (payload ignored), with metadata (a jsonb Datum).
+struct CapturedRecord {
+  const char *root = nullptr;
+  const char *path = nullptr;
+  const char *partition = "";
+  bool tombstone = false;
+  Datum payload = 0;
+  Datum metadata = 0;
+};
+
+// Appends the record under its address lock, as statesman.append(root, path, payload,
+// partition, metadata => metadata) or statesman.append_delete would: the same checks, the
+// same revision, retention and feed; returns its revision. C++: throws PgError or Error.
+int64 AppendCaptured(const CapturedRecord &record);
+
+}  // namespace statesman::pg
