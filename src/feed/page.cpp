@@ -1041,6 +1041,7 @@ extern "C" Datum statesman_read_feed(PG_FUNCTION_ARGS) {
       if (root[i] >= 'A' && root[i] <= 'Z') root[i] = static_cast<char>(root[i] - 'A' + 'a');
   }
   int64 after = PG_ARGISNULL(0) ? 0 : PG_GETARG_INT64(0);
+  KeepPageMemory();
   return Invoke([&] {
     return Call([&] {
       InitMaterializedSRF(fcinfo, 0);

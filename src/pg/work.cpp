@@ -20,6 +20,8 @@ extern "C" {
 #include "utils/wait_event.h"
 }
 
+#include <malloc.h>
+
 #include <cerrno>
 #include <csignal>
 #include <string>
@@ -81,6 +83,14 @@ SPIPlanPtr KeptPlan(const char *sql, int nargs, Oid *types) {
 }
 
 }  // namespace
+
+void KeepPageMemory() {
+  static bool kept = false;
+  if (kept) return;
+  mallopt(M_MMAP_THRESHOLD, 16 << 20);
+  mallopt(M_TRIM_THRESHOLD, 32 << 20);
+  kept = true;
+}
 
 StatementScope::StatementScope() noexcept {
   statement_running = true;

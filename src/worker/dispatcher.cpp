@@ -616,6 +616,7 @@ OnceResult DispatchOnce(const std::string &outbox_id) {
 extern "C" void statesman_dispatcher_main(Datum arg) {
   using namespace statesman::pg;
   WorkerArgs args = StartDynamicWorker(arg, true, "statesman dispatcher", true);
+  KeepPageMemory();
   Invoke([&] {
     DispatcherProcess process(args.outbox_id);
     RunUntilExtensionDropped([&] { process.Run(); });

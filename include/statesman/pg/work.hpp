@@ -26,6 +26,13 @@ void EndWork();
 // Runs one statement in the current SPI connection with text parameters ($1::bigint casts
 // in the SQL give them their types); returns the rows as text (NULL as nullopt).
 std::vector<Row> Query(const char *sql, const std::vector<Value> &params = {});
+// Keeps the memory of one page for the next: a page of messages takes a megabyte or more, and
+// glibc would hand its blocks back to the system at the end of every statement (mmap for the
+// large ones, a trim of the heap's top for the rest), so that the next page page-faults and
+// zero-fills all of it again (a sixth of a read_feed page's time). Fixes glibc's thresholds at
+// values its own dynamic adjustment reaches after one large free (16 MB for mmap, 32 MB kept at
+// the heap's top). Once per process: the read_feed sessions and the dispatchers.
+void KeepPageMemory();
 // Marks the statements run in its lifetime outside Query (kept plans run through SPI directly,
 // src/feed/page.cpp) as running, as Query does for its own: a shutdown request then cancels
 // them (HandleShutdownSignal). Made outside pg::Call, so that its end always runs.
