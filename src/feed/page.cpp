@@ -97,12 +97,7 @@ SPIPlanPtr sequence_plan = nullptr;
 // A plan prepared once per session and kept (PostgreSQL re-plans it when what it uses changes).
 // Under Call.
 SPIPlanPtr KeptPlan(SPIPlanPtr &plan, const char *sql, int nargs, const Oid *types) {
-  if (plan == nullptr) {
-    SPIPlanPtr p = SPI_prepare(sql, nargs, const_cast<Oid *>(types));
-    if (p == nullptr) elog(ERROR, "statesman: SPI_prepare failed (%s): %s", SPI_result_code_string(SPI_result), sql);
-    if (SPI_keepplan(p) != 0) elog(ERROR, "statesman: SPI_keepplan failed: %s", sql);
-    plan = p;
-  }
+  if (plan == nullptr) plan = PrepareAndKeep(sql, nargs, types);
   return plan;
 }
 

@@ -71,18 +71,19 @@ SPIPlanPtr KeptPlan(const char *sql, int nargs, Oid *types) {
   auto found = kept_plans->find(key);
   if (found != kept_plans->end()) return found->second;
   if (kept_plans->size() >= kKeptPlans) return nullptr;
-  SPIPlanPtr plan = Call([&] {
-    SPIPlanPtr prepared = SPI_prepare(sql, nargs, types);
-    if (prepared == nullptr)
-      elog(ERROR, "statesman: preparing a query failed (%s): %s", SPI_result_code_string(SPI_result), sql);
-    if (SPI_keepplan(prepared) != 0) elog(ERROR, "statesman: SPI_keepplan failed: %s", sql);
-    return prepared;
-  });
+  SPIPlanPtr plan = Call([&] { return PrepareAndKeep(sql, nargs, types); });
   kept_plans->emplace(std::move(key), plan);
   return plan;
 }
 
 }  // namespace
+
+SPIPlanPtr PrepareAndKeep(const char *sql, int nargs, const Oid *types) {
+  SPIPlanPtr plan = SPI_prepare(sql, nargs, const_cast<Oid *>(types));
+  if (plan == nullptr) elog(ERROR, "statesman: SPI_prepare failed (%s): %s", SPI_result_code_string(SPI_result), sql);
+  if (SPI_keepplan(plan) != 0) elog(ERROR, "statesman: SPI_keepplan failed: %s", sql);
+  return plan;
+}
 
 void KeepPageMemory() {
   static bool kept = false;

@@ -5,6 +5,10 @@
 
 #include "statesman/pg/guard.hpp"
 
+extern "C" {
+#include "executor/spi.h"
+}
+
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -33,6 +37,11 @@ std::vector<Row> Query(const char *sql, const std::vector<Value> &params = {});
 // values its own dynamic adjustment reaches after one large free (16 MB for mmap, 32 MB kept at
 // the heap's top). Once per process: the read_feed sessions and the dispatchers.
 void KeepPageMemory();
+// Prepares sql (nargs parameters of these types) and keeps the plan for the process
+// (SPI_keepplan; PostgreSQL re-plans it when what it uses changes). The one exception to this
+// header's rule: plain PostgreSQL code that may ereport, for callers already under pg::Call
+// (Query, the page reader's plans).
+SPIPlanPtr PrepareAndKeep(const char *sql, int nargs, const Oid *types);
 // Marks the statements run in its lifetime outside Query (kept plans run through SPI directly,
 // src/feed/page.cpp) as running, as Query does for its own: a shutdown request then cancels
 // them (HandleShutdownSignal). Made outside pg::Call, so that its end always runs.
