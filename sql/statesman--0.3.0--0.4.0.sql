@@ -1163,7 +1163,11 @@ CREATE FUNCTION statesman._position_of(h statesman.history) RETURNS bigint
 $$;
 COMMENT ON FUNCTION statesman._position_of(statesman.history) IS 'a ledger row''s feed position, NULL while it has none';
 
-CREATE OR REPLACE VIEW statesman._records AS
+-- The address in byte order, as a fresh install has it (sql/install/01_tables.sql); the view
+-- over the column goes while its type changes, and the primary key is rebuilt in that order.
+DROP VIEW statesman._records;
+ALTER TABLE statesman.history ALTER COLUMN address TYPE text COLLATE "C";
+CREATE VIEW statesman._records AS
     SELECT h.root, h.path, h.partition, h.address, h.revision,
            statesman._position_of(h.id, h.txid, h.legacy_position) AS global_position, h.occurred_at,
            h.operation, h.status, h.value_type, h.schema_version, h.source, h.payload,

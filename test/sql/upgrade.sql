@@ -14,6 +14,9 @@ LANGUAGE sql AS $$
                        COALESCE(pg_get_viewdef(c.oid), '') || ':' ||
                        COALESCE((SELECT string_agg(a.attname || ' ' || format_type(a.atttypid, a.atttypmod) ||
                                                    CASE WHEN a.attnotnull THEN ' not null' ELSE '' END ||
+                                                   CASE WHEN a.attcollation <> 0
+                                                        THEN ' collate ' || a.attcollation::regcollation::text
+                                                        ELSE '' END ||
                                                    COALESCE(' default ' || pg_get_expr(ad.adbin, ad.adrelid), '') ||
                                                    COALESCE(' acl ' || a.attacl::text, ''),
                                                    ', ' ORDER BY a.attnum)
