@@ -91,7 +91,7 @@ my $writes_during = $node->safe_psql('postgres',
 # The writers must still be running when the backfill ended.
 my $still_writing = waitpid($pgbench, POSIX::WNOHANG()) == 0;
 ok($still_writing, 'the writers were still writing when the backfill ended');
-kill 'INT', $pgbench;
+kill 'TERM', $pgbench;    # not INT: ignored when the tests run as a background job
 waitpid($pgbench, 0);
 
 my @notices = $err =~ /NOTICE:  backfill of public\.accounts: batch (\d+)/g;
