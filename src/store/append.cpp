@@ -15,9 +15,13 @@ extern "C" {
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/dependency.h"
+#include "catalog/index.h"
+#include "catalog/pg_am.h"
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "nodes/execnodes.h"
+#include "nodes/primnodes.h"
+#include "utils/relcache.h"
 #include "utils/timestamp.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
@@ -140,6 +144,10 @@ struct InsertShape {
   AttrNumber id_attno = 0;
   AttrNumber occurred_at_attno = 0;
   AttrNumber param_attno[kParamCount] = {};
+  // Indexes no appended row enters (see NeverEntered): not opened by InsertDirect.
+  static constexpr int kMaxSkipped = 4;
+  Oid skipped_index[kMaxSkipped] = {};
+  int skipped = 0;
 };
 InsertShape insert_shape;
 // The ledger's catalog facts (Ledger, below), kept like the shape.
@@ -416,9 +424,25 @@ constexpr const char *kParamColumns[kParamCount] = {
 // it fills (a parameter, the identity `id`, `occurred_at`, or `legacy_position`, left NULL), of
 // the type it passes, with no default or generated value it would have to compute. Plain
 // PostgreSQL code: run it under pg::Call.
+// Whether no row the append writes can enter this index: a partial index whose predicate is
+// only `column IS NOT NULL` for the column the append always leaves NULL (legacy_position; the
+// index of the positions from before 0.4.0 is such an index). ExecInsertIndexTuples would
+// compile and evaluate that predicate for every record and find it false.
+bool NeverEntered(Relation index, AttrNumber null_attno) {
+  if (null_attno == 0 || RelationGetForm(index)->relam != BTREE_AM_OID) return false;
+  List *predicate = RelationGetIndexPredicate(index);
+  if (list_length(predicate) != 1 || !IsA(linitial(predicate), NullTest)) return false;
+  const NullTest *test = static_cast<const NullTest *>(linitial(predicate));
+  if (test->nulltesttype != IS_NOT_NULL || test->argisrow || test->arg == nullptr || !IsA(test->arg, Var))
+    return false;
+  const Var *var = reinterpret_cast<const Var *>(test->arg);
+  return var->varattno == null_attno;
+}
+
 InsertShape BuildInsertShape(Relation rel) {
   InsertShape shape;
   shape.built = true;
+  AttrNumber legacy_attno = 0;
   shape.history = RelationGetRelid(rel);
   TupleDesc desc = RelationGetDescr(rel);
   bool ok = true;
@@ -436,6 +460,7 @@ InsertShape BuildInsertShape(Relation rel) {
       shape.occurred_at_attno = attr->attnum;
     } else if (strcmp(name, "legacy_position") == 0) {
       ok = !attr->attnotnull && !attr->atthasdef;
+      legacy_attno = attr->attnum;
     } else {
       int found = -1;
       for (int p = 0; p < kParamCount; ++p)
@@ -449,12 +474,55 @@ InsertShape BuildInsertShape(Relation rel) {
   ok = ok && shape.id_attno != 0 && shape.occurred_at_attno != 0;
   if (ok) shape.id_sequence = getIdentitySequence(shape.history, shape.id_attno, true);
   shape.direct = ok && OidIsValid(shape.id_sequence);
+  if (shape.direct) {
+    List *indexes = RelationGetIndexList(rel);
+    ListCell *cell;
+    foreach (cell, indexes) {
+      if (shape.skipped == InsertShape::kMaxSkipped) break;
+      Relation index = index_open(lfirst_oid(cell), AccessShareLock);
+      if (NeverEntered(index, legacy_attno)) shape.skipped_index[shape.skipped++] = RelationGetRelid(index);
+      index_close(index, AccessShareLock);
+    }
+    list_free(indexes);
+  }
   return shape;
+}
+
+// ExecOpenIndices without the indexes the shape found no appended row enters: each of the others
+// opened with RowExclusiveLock and its IndexInfo built, for ExecInsertIndexTuples and
+// ExecCloseIndices.
+void OpenIndices(ResultRelInfo *result_rel, const InsertShape &shape) {
+  Relation rel = result_rel->ri_RelationDesc;
+  result_rel->ri_NumIndices = 0;
+  if (!RelationGetForm(rel)->relhasindex) return;
+  List *indexes = RelationGetIndexList(rel);
+  int count = list_length(indexes);
+  if (count == 0) {
+    list_free(indexes);
+    return;
+  }
+  result_rel->ri_IndexRelationDescs = static_cast<RelationPtr>(palloc(count * sizeof(Relation)));
+  result_rel->ri_IndexRelationInfo = static_cast<IndexInfo **>(palloc(count * sizeof(IndexInfo *)));
+  int n = 0;
+  ListCell *cell;
+  foreach (cell, indexes) {
+    Oid oid = lfirst_oid(cell);
+    bool skip = false;
+    for (int i = 0; i < shape.skipped && !skip; ++i) skip = shape.skipped_index[i] == oid;
+    if (skip) continue;
+    Relation index = index_open(oid, RowExclusiveLock);
+    result_rel->ri_IndexRelationDescs[n] = index;
+    result_rel->ri_IndexRelationInfo[n] = BuildIndexInfo(index);
+    ++n;
+  }
+  result_rel->ri_NumIndices = n;
+  list_free(indexes);
 }
 
 // Inserts the record into statesman.history the way the INSERT statement kInsertSql would,
 // without planning or initialising an executor for it: the identity's next value, the row,
-// its NOT NULL checks and every index entry (unique checks included), then the command
+// its NOT NULL checks and its entry in every index it belongs to (unique checks included; a
+// partial index that no appended row enters is not even opened, see NeverEntered), then the command
 // counter moves on so that the rest of the transaction sees the row. Returns false, having
 // done nothing, when the table has something only the executor applies (a trigger, a rule, a
 // CHECK constraint, row security, another column shape): the caller then runs the INSERT.
@@ -481,7 +549,7 @@ bool InsertDirect(const Ledger &ledger, AppendRequest &req) {
   EState *estate = CreateExecutorState();
   ResultRelInfo *result_rel = makeNode(ResultRelInfo);
   InitResultRelInfo(result_rel, rel, 0, nullptr, 0);
-  ExecOpenIndices(result_rel, false);
+  OpenIndices(result_rel, shape);
   TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
   ExecClearTuple(slot);
   for (int i = 0; i < desc->natts; ++i) {

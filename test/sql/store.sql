@@ -300,3 +300,33 @@ ROLLBACK;
 SELECT revision FROM statesman.append('hint', 'k', '"3 again"');
 SELECT revision, convert_from(payload, 'UTF8') AS payload FROM statesman.history
  WHERE address = 'hint/k' ORDER BY revision;
+
+--
+-- The direct insert gives a record its entry in every index of statesman.history it belongs
+-- to: the installed ones and any an operator adds (plain, partial, on an expression, partial on
+-- legacy_position IS NULL). Only a partial index that no appended row can enter (legacy_position
+-- IS NOT NULL, as the index of the positions from before 0.4.0) is not opened. amcheck's
+-- heapallindexed check fails for an index that misses a row it should hold.
+--
+BEGIN;
+CREATE EXTENSION amcheck;
+CREATE INDEX history_by_correlation ON statesman.history (correlation_id);
+CREATE INDEX history_puts ON statesman.history (address) WHERE operation = 'put';
+CREATE INDEX history_lower_path ON statesman.history (lower(path));
+CREATE INDEX history_not_legacy ON statesman.history (id) WHERE legacy_position IS NULL;
+CREATE INDEX history_legacy_addresses ON statesman.history (address) WHERE legacy_position IS NOT NULL;
+SELECT count(*) AS appended
+  FROM generate_series(1, 50) g,
+       LATERAL statesman.append('indexed', 'K' || g, jsonb_build_object('g', g), correlation_id => 'c' || g) a;
+SELECT revision FROM statesman.append_delete('indexed', 'K1');
+SELECT c.relname, 'every row it should hold' AS checked
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid, LATERAL bt_index_check(c.oid, true)
+ WHERE i.indrelid = 'statesman.history'::regclass ORDER BY c.relname;
+SET LOCAL enable_seqscan = off;
+SET LOCAL enable_bitmapscan = off;
+SELECT count(*) AS by_correlation FROM statesman.history WHERE correlation_id = 'c7';
+SELECT count(*) AS puts_of_k1 FROM statesman.history WHERE address = 'indexed/K1' AND operation = 'put';
+SELECT count(*) AS by_lower_path FROM statesman.history WHERE lower(path) = 'k9';
+SELECT count(*) AS not_legacy FROM statesman.history WHERE legacy_position IS NULL AND root = 'indexed';
+SELECT count(*) AS legacy FROM statesman.history WHERE legacy_position IS NOT NULL AND address = 'indexed/K2';
+ROLLBACK;
