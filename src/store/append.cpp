@@ -420,10 +420,6 @@ constexpr const char *kParamColumns[kParamCount] = {
     "schema_version", "source",     "payload",  "fingerprint",  "content_type", "serializer_id", "correlation_id",
     "causation_id",   "error",      "metadata", "fresh_until",  "serve_until", "revision",    "txid"};
 
-// Reads statesman.history's columns: the direct insert applies only when every column is one
-// it fills (a parameter, the identity `id`, `occurred_at`, or `legacy_position`, left NULL), of
-// the type it passes, with no default or generated value it would have to compute. Plain
-// PostgreSQL code: run it under pg::Call.
 // Whether no row the append writes can enter this index: a partial index whose predicate is
 // only `column IS NOT NULL` for the column the append always leaves NULL (legacy_position; the
 // index of the positions from before 0.4.0 is such an index). ExecInsertIndexTuples would
@@ -439,6 +435,10 @@ bool NeverEntered(Relation index, AttrNumber null_attno) {
   return var->varattno == null_attno;
 }
 
+// Reads statesman.history's columns: the direct insert applies only when every column is one
+// it fills (a parameter, the identity `id`, `occurred_at`, or `legacy_position`, left NULL), of
+// the type it passes, with no default or generated value it would have to compute; and the
+// indexes it need not open (NeverEntered). Plain PostgreSQL code: run it under pg::Call.
 InsertShape BuildInsertShape(Relation rel) {
   InsertShape shape;
   shape.built = true;
@@ -522,8 +522,8 @@ void OpenIndices(ResultRelInfo *result_rel, const InsertShape &shape) {
 // Inserts the record into statesman.history the way the INSERT statement kInsertSql would,
 // without planning or initialising an executor for it: the identity's next value, the row,
 // its NOT NULL checks and its entry in every index it belongs to (unique checks included; a
-// partial index that no appended row enters is not even opened, see NeverEntered), then the command
-// counter moves on so that the rest of the transaction sees the row. Returns false, having
+// partial index that no appended row enters is not even opened, see NeverEntered), then the
+// command counter moves on so that the rest of the transaction sees the row. Returns false, having
 // done nothing, when the table has something only the executor applies (a trigger, a rule, a
 // CHECK constraint, row security, another column shape): the caller then runs the INSERT.
 // The transaction id parameter must be set already; ids are drawn after it. Plain PostgreSQL
