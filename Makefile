@@ -16,6 +16,7 @@ OBJS = \
 	src/feed/message.o \
 	src/feed/page.o \
 	src/feed/ticks.o \
+	src/feed/ticker.o \
 	src/worker/worker_slots.o \
 	src/worker/backoff.o \
 	src/worker/launcher.o \

@@ -244,91 +244,20 @@ COMMENT ON FUNCTION statesman._tick_own_record() IS
 -- anchor has X = 0: the scan never goes below the chain's start). In a steady stream that is a
 -- tick or two of records; when a writer held open commits, once, the ids drawn since it began.
 --
--- max_records no longer bounds a step: a tick is one row whatever it holds (finding its
--- bounds reads the two ends of the id range, not its records), and readers page through a
--- large tick like any other. It is still checked, for the callers that pass it.
+-- max_records no longer bounds a step: a tick is one row whatever it holds, and readers page
+-- through a large tick like any other. It is still checked, for the callers that pass it.
 --
--- The commit is asynchronous: readers flush before they hand on what they read (_feed_page).
+-- The commit is asynchronous for the database worker (durable false): readers flush before
+-- they hand on what they read (_feed_page). Other callers (sequence_feed: read_feed,
+-- dispatch_once, a dispatcher's poll, a session) may hand on positions of the tick before
+-- their transaction's commit is on disk, so for them it is synchronous.
+--
+-- In C (src/feed/ticker.cpp): it reads the ticks and the new records from their indexes under
+-- one snapshot and stores the tick with a kept INSERT, the one statement of a step. On a
+-- cluster restored from another one it calls statesman._restart_ticks.
 CREATE FUNCTION statesman._tick(max_records integer, durable boolean) RETURNS bigint
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    SET enable_hashjoin = off
-    SET enable_mergejoin = off
-    SET enable_seqscan = off
-    SET enable_bitmapscan = off
-    SET plan_cache_mode = force_generic_plan
-    SET jit = off
-    AS $$
-DECLARE
-    last statesman.ticks;
-    v_last_id bigint;
-    v_xid xid8;
-    cur pg_snapshot;
-    m xid8;
-    bound bigint;
-    v_lo bigint;
-    v_hi bigint;
-    v_base bigint;
-    v_own xid8;
-    last_snap pg_snapshot;
-BEGIN
-    PERFORM statesman._require(max_records, 'max_records');
-    IF max_records < 1 THEN
-        RAISE EXCEPTION 'max_records must be at least 1' USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    -- Under REPEATABLE READ or SERIALIZABLE the snapshot predates the lock: the scan would
-    -- miss records of transactions that the tick's snapshot sees as committed.
-    IF current_setting('transaction_isolation') <> 'read committed' THEN
-        RAISE EXCEPTION 'statesman.sequence_feed() must run at READ COMMITTED isolation'
-            USING ERRCODE = 'feature_not_supported';
-    END IF;
-    IF NOT pg_try_advisory_xact_lock(statesman._lock_space('sequencer'), 0) THEN
-        RETURN statesman._head();   -- another session is ticking right now
-    END IF;
-
-    SELECT * INTO last FROM statesman.ticks t ORDER BY t.tick_id DESC LIMIT 1;
-    -- The snapshot of the newest tick that has one (range ticks have none).
-    last_snap := (SELECT t.snap FROM statesman.ticks t WHERE t.snap IS NOT NULL ORDER BY t.tick_id DESC LIMIT 1);
-    IF last.system_id <> statesman._system_id() THEN
-        -- restored into another cluster
-        PERFORM statesman._restart_ticks();
-        PERFORM set_config('synchronous_commit', CASE WHEN durable THEN 'on' ELSE 'off' END, true);
-        RETURN statesman._head();
-    END IF;
-    v_own := pg_current_xact_id_if_assigned();
-    -- First L, then the snapshot (each statement below sees at least what it saw), then X.
-    v_last_id := COALESCE(pg_sequence_last_value('statesman.history_id_seq'::regclass), 0);
-    cur := statesman._tick_snapshot();
-    m := least(pg_snapshot_xmax(last_snap),
-               (SELECT min(x) FROM pg_snapshot_xip(last_snap) x WHERE pg_visible_in_snapshot(x, cur)));
-    bound := COALESCE((SELECT t.last_id FROM statesman.ticks t WHERE t.xid < m ORDER BY t.tick_id DESC LIMIT 1), 0);
-    SELECT min(h.id), max(h.id) INTO v_lo, v_hi FROM statesman.history h
-    WHERE h.id > bound
-      AND pg_visible_in_snapshot(h.txid, cur) AND NOT pg_visible_in_snapshot(h.txid, last_snap);
-    IF v_lo IS NULL THEN
-        RETURN statesman._head();   -- nothing new: no tick, the last one stays the reference
-    END IF;
-    -- X must be an xid assigned after L was read. A transaction that had one before cannot
-    -- say so: its tick never serves as a scan bound (X = the largest xid8), which only makes
-    -- the next scans start lower.
-    v_xid := CASE WHEN v_own IS NULL THEN pg_current_xact_id() ELSE '9223372036854775807'::xid8 END;
-    v_base := last.base + (last.hi - last.lo + 1);
-    INSERT INTO statesman.ticks (tick_id, base, lo, hi, last_id, xid, snap, prev_snap, system_id)
-    VALUES (last.tick_id + 1, v_base, v_lo, v_hi, v_last_id, v_xid, cur, last_snap, last.system_id);
-    IF v_own IS NOT NULL THEN
-        -- This tick counts this transaction as ended: its later appends get ticks of their own.
-        PERFORM statesman._note_own_tick();
-    END IF;
-    -- Readers flush before they act on a position (_feed_page): no flush per tick here, for the
-    -- database worker. Other callers (sequence_feed: read_feed, dispatch_once, a dispatcher's
-    -- poll, a session) may hand on positions of this tick before their transaction's commit is
-    -- on disk, so for them it is synchronous.
-    PERFORM set_config('synchronous_commit', CASE WHEN durable THEN 'on' ELSE 'off' END, true);
-    -- A wake-up hint for whoever listens; sent by the ticker, never by appends.
-    PERFORM pg_notify('statesman', (v_base + (v_hi - v_lo))::text);
-    RETURN v_base + (v_hi - v_lo);
-END
-$$;
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_tick';
 COMMENT ON FUNCTION statesman._tick(integer, boolean) IS
     'the ticker (sequence_feed; the database worker with durable false); returns the head position';
 

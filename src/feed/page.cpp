@@ -9,6 +9,7 @@
 #include "statesman/feed/page.hpp"
 
 #include "statesman/feed/message.hpp"
+#include "statesman/feed/stored_snapshot.hpp"
 #include "statesman/feed/ticks.hpp"
 
 extern "C" {
@@ -52,6 +53,9 @@ PG_FUNCTION_INFO_V1(statesman_deliver_table_page);
 
 namespace statesman::pg {
 namespace {
+
+using feed::StoredSnapshot;
+using feed::VisibleInSnapshot;
 
 // ---- Kept plans -----------------------------------------------------------------------------
 
@@ -414,31 +418,6 @@ PageReceiver *NewReceiver(Form form, const Envelope *envelope, MemoryContext pag
 // is read. The same snapshot rules as the SQL function: one snapshot for the whole page, taken
 // after what this transaction did before (the command counter moves on, as for a statement).
 // test/sql/readpath.sql compares the two on feeds with held, aborted and pruned records.
-
-// The on-disk form of pg_snapshot (src/backend/utils/adt/xid8funcs.c): a varlena with the
-// number of running transactions, xmin, xmax and the sorted list of running ones.
-struct StoredSnapshot {
-  int32 vl_len_;
-  uint32 nxip;
-  FullTransactionId xmin;
-  FullTransactionId xmax;
-  FullTransactionId xip[FLEXIBLE_ARRAY_MEMBER];
-};
-
-// pg_visible_in_snapshot(xid, snap).
-bool VisibleInSnapshot(FullTransactionId xid, const StoredSnapshot *snap) {
-  if (FullTransactionIdPrecedes(xid, snap->xmin)) return true;
-  if (!FullTransactionIdPrecedes(xid, snap->xmax)) return false;
-  uint32 lo = 0, hi = snap->nxip;
-  while (lo < hi) {
-    uint32 mid = lo + (hi - lo) / 2;
-    if (FullTransactionIdPrecedes(snap->xip[mid], xid))
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  return !(lo < snap->nxip && FullTransactionIdEquals(snap->xip[lo], xid));
-}
 
 // The relations the row source reads, opened for one page.
 struct FeedRelations {

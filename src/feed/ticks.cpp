@@ -76,19 +76,21 @@ bool TickedInThisTransaction() {
   return FullTransactionIdIsValid(current) && FullTransactionIdEquals(current, ticked_xact);
 }
 
+void NoteOwnTick() {
+  if (!callback_registered) {
+    RegisterSubXactCallback(ForgetOnSubAbort, nullptr);
+    callback_registered = true;
+  }
+  ticked_xact = GetTopFullTransactionIdIfAny();
+  ticked_subxact = GetCurrentSubTransactionId();
+}
+
 }  // namespace statesman::feed
 
 extern "C" Datum statesman_note_own_tick(PG_FUNCTION_ARGS) {
   using namespace statesman::pg;
   Invoke([] {
-    Call([] {
-      if (!callback_registered) {
-        RegisterSubXactCallback(ForgetOnSubAbort, nullptr);
-        callback_registered = true;
-      }
-      ticked_xact = GetTopFullTransactionIdIfAny();
-      ticked_subxact = GetCurrentSubTransactionId();
-    });
+    Call([] { statesman::feed::NoteOwnTick(); });
     return 0;
   });
   PG_RETURN_VOID();

@@ -3,6 +3,7 @@
 // one dispatcher running per enabled outbox, and it runs the retention that waited for
 // delivery. It exits when the extension is dropped or statesman.enabled is turned off.
 #include "statesman/worker/workers.hpp"
+#include "statesman/feed/ticks.hpp"
 #include "statesman/pg/work.hpp"
 
 extern "C" {
@@ -135,17 +136,20 @@ void ExpireForeignHolders(Supervision *sup) {
 // statesman.ticks, committed asynchronously (readers flush before they act on a position);
 // wakes the dispatchers when the head moved. Returns true when it ticked.
 // Whether the installed SQL objects are this library's version (as the last supervision pass
-// found): only then does the worker tick with statesman._tick(…, false), committing
+// found): only then does the worker tick with statesman._tick(…, false) (feed::Tick), committing
 // asynchronously; before ALTER EXTENSION statesman UPDATE it calls the old sequence_feed().
 bool own_version = false;
 
 bool Sequence(int64 *head) {
   BeginWork("statesman: ticking the feed");
   int64 before = *head;
-  *head = ToInt(QueryValue(own_version ? "SELECT statesman._tick($1::integer, false)"
-                                       : "SELECT statesman.sequence_feed($1::integer)",
-                           {std::to_string(kSequenceBatch)}),
-                0);
+  if (own_version) {
+    // statesman._tick(…, false), called directly: no statement per tick.
+    int64_t ticked = 0;
+    *head = Call([&] { return feed::Tick(kSequenceBatch, false, &ticked); }) ? ticked : 0;
+  } else {
+    *head = ToInt(QueryValue("SELECT statesman.sequence_feed($1::integer)", {std::to_string(kSequenceBatch)}), 0);
+  }
   EndWork();
   if (*head > before && guc_hints) WakeWorkers(MyDatabaseId, true);
   return *head > before;

@@ -95,3 +95,78 @@ SELECT pg_stat_force_next_flush();
 SELECT pg_stat_clear_snapshot();
 SELECT n_tup_ins - :ins0 AS inserted, n_tup_upd - :upd0 AS updated
   FROM pg_stat_user_tables WHERE relid = 'statesman.history'::regclass;
+
+--
+-- The ticker (src/feed/ticker.cpp) writes a tick's row and index entries itself, as its INSERT
+-- would: created_at is the transaction's now(), the indexes are sound (amcheck checks every
+-- entry against the heap), and the GiST index of the id ranges finds each new record's tick.
+--
+CREATE EXTENSION IF NOT EXISTS amcheck;
+SELECT count(*) AS appended FROM generate_series(1, 3) i, LATERAL statesman.append('ticks-direct', 'd/' || i, '{}') a;
+BEGIN;
+SELECT statesman.sequence_feed() IS NOT NULL AS sequenced;
+SELECT t.created_at = now() AS created_now, t.hi - t.lo + 1 AS ids, t.xid = pg_current_xact_id() AS own_xid,
+       t.prev_snap::text = (SELECT p.snap::text FROM statesman.ticks p WHERE p.tick_id = t.tick_id - 1) AS chained
+  FROM statesman.ticks t ORDER BY t.tick_id DESC LIMIT 1;
+COMMIT;
+SELECT c.relname, 'every row it should hold' AS checked
+  FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid, LATERAL bt_index_check(c.oid, true)
+ WHERE i.indrelid = 'statesman.ticks'::regclass AND c.relam = (SELECT oid FROM pg_am WHERE amname = 'btree')
+ ORDER BY c.relname;
+DROP EXTENSION amcheck;
+SELECT count(*) AS records, count(*) FILTER (WHERE statesman._position_of(h.id, h.txid, h.legacy_position) = f.global_position)
+       AS found_by_range
+  FROM statesman.history h
+  JOIN statesman.read_feed(NULL, 100000, 'ticks-direct') f ON f.address = h.address AND f.revision = h.revision
+ WHERE h.root = 'ticks-direct';
+
+-- With a trigger of its own on statesman.ticks, the tick goes through the INSERT, and the
+-- trigger sees it.
+CREATE TABLE public.ticks_seen (tick_id bigint, ids bigint, created_now boolean);
+CREATE FUNCTION public.note_tick() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO public.ticks_seen VALUES (NEW.tick_id, NEW.hi - NEW.lo + 1, NEW.created_at = now());
+  RETURN NEW;
+END $$;
+CREATE TRIGGER note_tick AFTER INSERT ON statesman.ticks FOR EACH ROW EXECUTE FUNCTION public.note_tick();
+SELECT count(*) AS appended FROM generate_series(1, 2) i, LATERAL statesman.append('ticks-trigger', 't/' || i, '{}') a;
+SELECT pg_temp.settle() AS sequenced;
+SELECT s.ids, s.created_now, s.tick_id = (SELECT max(t.tick_id) FROM statesman.ticks t) AS newest
+  FROM public.ticks_seen s;
+SELECT count(*) AS in_feed FROM statesman.read_feed(NULL, 100000, 'ticks-trigger');
+DROP TRIGGER note_tick ON statesman.ticks;
+DROP FUNCTION public.note_tick();
+DROP TABLE public.ticks_seen;
+
+-- The ticker's refusals, with nothing written: a read-only transaction that finds records to
+-- tick (the INSERT is refused as any INSERT is; one that finds none gets the head), another
+-- isolation level, bad arguments, a role that may run the ticker but not read or write its
+-- tables.
+SELECT count(*) AS appended FROM statesman.append('ticks-refused', 'r/1', '{}') a;
+SELECT count(*) AS ticks_before FROM statesman.ticks \gset
+\set VERBOSITY sqlstate
+BEGIN READ ONLY;
+SELECT statesman.sequence_feed();
+ROLLBACK;
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT statesman.sequence_feed();
+ROLLBACK;
+SELECT statesman._tick(NULL, false);
+SELECT statesman._tick(0, false);
+CREATE ROLE regress_ticks_outsider;
+GRANT USAGE ON SCHEMA statesman TO regress_ticks_outsider;
+GRANT EXECUTE ON FUNCTION statesman._tick(integer, boolean) TO regress_ticks_outsider;
+GRANT SELECT ON SEQUENCE statesman.history_id_seq TO regress_ticks_outsider;
+SET ROLE regress_ticks_outsider;
+SELECT statesman._tick(10, false);
+RESET ROLE;
+REVOKE ALL ON FUNCTION statesman._tick(integer, boolean) FROM regress_ticks_outsider;
+REVOKE ALL ON SEQUENCE statesman.history_id_seq FROM regress_ticks_outsider;
+REVOKE ALL ON SCHEMA statesman FROM regress_ticks_outsider;
+DROP ROLE regress_ticks_outsider;
+\set VERBOSITY default
+SELECT count(*) - :ticks_before AS ticks_added FROM statesman.ticks;
+SELECT pg_temp.settle() AS sequenced;
+BEGIN READ ONLY;
+SELECT statesman.sequence_feed() = statesman.head_position() AS head_when_nothing_is_new;
+ROLLBACK;
