@@ -1,4 +1,4 @@
-// Timing rules of the dispatcher (see backoff.hpp).
+// Timing rules of the workers (see backoff.hpp).
 #include "statesman/worker/backoff.hpp"
 
 #include <algorithm>
@@ -37,6 +37,19 @@ bool WarningLimiter::Allow(Millis now, int64_t *suppressed) {
   held_back_ = 0;
   last_ = now;
   return true;
+}
+
+namespace {
+constexpr double kGatherPerRate = 1.5;  // ms of gathering per position a millisecond
+constexpr Millis kGatherMinMs = 1;
+constexpr Millis kGatherMaxMs = 10;
+}  // namespace
+
+Millis GatherMillis(int64_t positions, int64_t elapsed_us) {
+  double per_ms = static_cast<double>(std::max<int64_t>(positions, 0)) * 1000.0 /
+                  static_cast<double>(std::max<int64_t>(elapsed_us, 1));
+  double gather = std::min(kGatherPerRate * per_ms, static_cast<double>(kGatherMaxMs));
+  return std::max<Millis>(static_cast<Millis>(gather), kGatherMinMs);
 }
 
 }  // namespace statesman::worker

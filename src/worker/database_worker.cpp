@@ -15,6 +15,7 @@ extern "C" {
 }
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 #include <string>
@@ -27,16 +28,10 @@ namespace {
 constexpr int64 kSuperviseEveryMs = 1000;
 constexpr int64 kRelaunchAfterMs = 1000;  // a dispatcher that exited is restarted after this
 constexpr int64 kSequenceBatch = 10000;
-// After a tick, before the next: from 1 ms (a tick of up to 7 positions: the feed is quiet or
-// moderately busy, keep the latency low) up to 10 ms (a tick of 40 positions or more: a stream
-// of appends, gather more of it per tick). Each tick costs a row of statesman.ticks and its
-// commit; under a stream of appends ticking every millisecond spent more WAL and CPU on ticks
-// than the records' index entries cost (docs/feed.md "What the ticks cost").
-constexpr int64 kSequenceGatherMinMs = 1;
-constexpr int64 kSequenceGatherMaxMs = 10;
-
-int64 GatherMillis(int64 positions) {
-  return std::clamp<int64>(positions / 4, kSequenceGatherMinMs, kSequenceGatherMaxMs);
+// Microseconds on a monotonic clock (the gathering's rate).
+int64 NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 // What the database worker keeps from one supervision pass to the next.
@@ -239,10 +234,11 @@ void DatabaseLoop() {
   Supervision sup;
   int64 head = 0;
   int64 last_supervised = 0;
+  int64 last_tick_began = 0;  // when the last tick that found records began (NowMicros)
   for (;;) {
     if (!HandleInterrupts()) break;
     // Under a stream of appends, let a few commits gather before the next tick rather than
-    // ticking once per commit (the more the last tick held, the longer, up to 4 ms). The latch
+    // ticking once per commit (the faster they come, the longer, up to 10 ms). The latch
     // is cleared just before each tick, so a commit the tick may not have seen sets it again;
     // the gathering wait does not wait on the latch, so it stays set meanwhile and the commits
     // of the gathering time find it set: their hint costs them no signal, and the worker no
@@ -250,8 +246,14 @@ void DatabaseLoop() {
     // the wait for the latch below then returns at once if a commit came after that tick.
     bool more = false;  // stopped sequencing only to supervise: sequence again right after
     ResetHints();
-    for (int64 before = head; Sequence(&head); before = head) {
-      SleepWithoutHints(GatherMillis(head - before));
+    for (int64 before = head;; before = head) {
+      // The rate is that of the positions since the last tick that found some, over the time
+      // since it began: a tick that found nothing in between moved neither.
+      int64 began = NowMicros();
+      if (!Sequence(&head)) break;
+      int64 since_last = began - last_tick_began;
+      last_tick_began = began;
+      SleepWithoutHints(worker::GatherMillis(head - before, since_last));
       if (!HandleInterrupts()) break;
       ResetHints();
       // A steady stream of appends keeps every run busy: supervise on time all the same.

@@ -1,9 +1,10 @@
-// The dispatcher's timing rules (src/worker/backoff.cpp): retry backoff, parking, the sink
-// call's deadline under the lease, the rate limit on failure warnings.
+// The workers' timing rules (src/worker/backoff.cpp): retry backoff, parking, the sink call's
+// deadline under the lease, the rate limit on failure warnings, the gathering between ticks.
 #include "statesman/worker/backoff.hpp"
 
 #include "tap.hpp"
 
+using statesman::worker::GatherMillis;
 using statesman::worker::LeaseClock;
 using statesman::worker::Millis;
 using statesman::worker::OutboxSettings;
@@ -104,11 +105,27 @@ static void TestWarningLimiter() {
   CHECK_EQ(suppressed, int64_t{1}, "WarningLimiter: the count restarts after each warning let through");
 }
 
+// The database worker's gathering between ticks: 1.5 ms per position a millisecond, 1 to 10 ms.
+static void TestGatherMillis() {
+  CHECK_EQ(GatherMillis(1, 5000000), Millis{1}, "GatherMillis: one position after a quiet spell waits 1 ms");
+  CHECK_EQ(GatherMillis(0, 1000), Millis{1}, "GatherMillis: never less than 1 ms");
+  CHECK_EQ(GatherMillis(2, 2000), Millis{1}, "GatherMillis: 1,000 a second: 1.5 ms, whole milliseconds down");
+  CHECK_EQ(GatherMillis(4, 2000), Millis{3}, "GatherMillis: 2,000 a second waits 3 ms");
+  CHECK_EQ(GatherMillis(15, 5000), Millis{4}, "GatherMillis: 3,000 a second waits 4 ms");
+  CHECK_EQ(GatherMillis(100, 10000), Millis{10}, "GatherMillis: 10,000 a second is capped at 10 ms");
+  CHECK_EQ(GatherMillis(1000000, 1), Millis{10}, "GatherMillis: a huge rate stays at the cap");
+  CHECK_EQ(GatherMillis(5, 0), Millis{10}, "GatherMillis: no time elapsed counts as a microsecond (no division by 0)");
+  CHECK_EQ(GatherMillis(-3, 1000), Millis{1}, "GatherMillis: a head that went back waits 1 ms");
+  // The rate, not the tick's size: 40 positions over 40 ms is 1,000 a second.
+  CHECK_EQ(GatherMillis(40, 40000), Millis{1}, "GatherMillis: a big tick after a long gap is a slow rate");
+}
+
 int main() {
   TestRetryDelay();
   TestRetryAfter();
   TestShouldPark();
   TestLeaseClock();
   TestWarningLimiter();
+  TestGatherMillis();
   return unit::Done();
 }

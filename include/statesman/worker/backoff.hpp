@@ -1,5 +1,5 @@
-// The dispatcher's timing rules, free of PostgreSQL: retry backoff, lease renewal and the
-// rate limit on failure warnings. Pure C++, no shared state: each object belongs to one
+// The workers' timing rules, free of PostgreSQL: the dispatcher's retry backoff, lease renewal
+// and rate limit on failure warnings, and the database worker's gathering between ticks. Pure C++, no shared state: each object belongs to one
 // dispatcher (not thread-safe by itself, and never needs to be).
 #pragma once
 
@@ -71,5 +71,18 @@ class WarningLimiter {
   std::optional<Millis> last_;
   int64_t held_back_ = 0;
 };
+
+// The database worker's wait after a tick that found records, before the next one: one and a
+// half milliseconds per position a millisecond, from 1 ms up to 10 ms, the rate being the
+// tick's `positions` over the `elapsed_us` microseconds since the tick before it that found
+// records began. A quiet or moderately busy feed (up to about 1,300 appends a second) ticks
+// after 1 ms, 3,000 a second after 4 ms (some 13 positions a tick), 7,000 a second or more
+// after 10 ms. Each tick costs a row of statesman.ticks, its index entries and its commit, about
+// 500 bytes of WAL: ticking every millisecond under a stream of appends spent more WAL and CPU
+// on ticks than the records' own index entries. A wait that grew with the positions of the last
+// tick alone (a quarter of a millisecond each) kept the worker ticking every millisecond or two
+// at any rate under 4,000 a second. At 1,000 a second this one waits 1 or 2 ms (docs/feed.md
+// "What the ticks cost").
+Millis GatherMillis(int64_t positions, int64_t elapsed_us);
 
 }  // namespace statesman::worker
