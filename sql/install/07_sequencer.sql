@@ -253,8 +253,9 @@ COMMENT ON FUNCTION statesman._tick_own_record() IS
 -- their transaction's commit is on disk, so for them it is synchronous.
 --
 -- In C (src/feed/ticker.cpp): it reads the ticks and the new records from their indexes under
--- one snapshot and stores the tick with a kept INSERT, the one statement of a step. On a
--- cluster restored from another one it calls statesman._restart_ticks.
+-- one snapshot and writes the tick's row and index entries itself (through its INSERT when the
+-- table has a trigger of someone else's). On a cluster restored from another one it calls
+-- statesman._restart_ticks.
 CREATE FUNCTION statesman._tick(max_records integer, durable boolean) RETURNS bigint
     LANGUAGE c VOLATILE
     AS 'MODULE_PATHNAME', 'statesman_tick';

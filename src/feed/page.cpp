@@ -10,6 +10,7 @@
 
 #include "statesman/feed/message.hpp"
 #include "statesman/feed/stored_snapshot.hpp"
+#include "statesman/pg/relations.hpp"
 #include "statesman/feed/ticks.hpp"
 
 extern "C" {
@@ -427,22 +428,6 @@ struct FeedRelations {
   AttrNumber tick_id, base, lo, hi, snap, prev_snap;  // of ticks
 };
 
-Oid StatesmanRelation(Oid schema, const char *name) {
-  Oid oid = get_relname_relid(name, schema);
-  if (!OidIsValid(oid)) elog(ERROR, "statesman: the relation statesman.%s is missing", name);
-  return oid;
-}
-
-AttrNumber Column(Relation rel, const char *name) {
-  TupleDesc desc = RelationGetDescr(rel);
-  for (int i = 0; i < desc->natts; ++i) {
-    Form_pg_attribute attr = TupleDescAttr(desc, i);
-    if (!attr->attisdropped && strcmp(NameStr(attr->attname), name) == 0) return attr->attnum;
-  }
-  elog(ERROR, "statesman: the column %s of %s is missing", name, RelationGetRelationName(rel));
-  return 0;
-}
-
 FeedRelations OpenFeedRelations() {
   Oid schema = get_namespace_oid("statesman", false);
   FeedRelations f;
@@ -620,7 +605,6 @@ bool SingleInt8(SPIPlanPtr plan, int nargs, const Datum *values, const bool *nul
   SPI_freetuptable(SPI_tuptable);
   return !isnull;
 }
-
 
 // The memory of a page (its envelope, receiver and, for the `table` sink, its messages until
 // they are inserted): one context for the session, reset before each page, whose first block

@@ -1,9 +1,10 @@
 // The ticker, statesman._tick(max_records, durable): one tick per call that finds records
 // (sql/install/07_sequencer.sql gives the invariant argument; docs/feed.md the design). It reads
 // the ticks and the new records straight from their indexes under one snapshot, as the page
-// reader does (src/feed/page.cpp), and stores the tick with a kept INSERT plan: no PL/pgSQL, no
-// statement planned or started per step but that one. The database worker calls Tick directly;
-// sequence_feed and the worker of an older version's objects call it through SQL.
+// reader does (src/feed/page.cpp), and writes the tick's row and index entries itself (through
+// a kept INSERT plan when the table has something only the executor applies): no statement is
+// planned or started per step. The database worker calls Tick directly; sequence_feed and the
+// worker of an older version's objects call it through SQL.
 //
 // The order of a tick: the sequencer's lock (one ticker at a time, held until the transaction
 // ends); the identity's last value L; then the snapshot S (every statement that follows sees at
@@ -14,13 +15,12 @@
 
 #include "statesman/feed/stored_snapshot.hpp"
 #include "statesman/pg/guard.hpp"
+#include "statesman/pg/relations.hpp"
 #include "statesman/pg/work.hpp"
 #include "statesman/store/locks.hpp"
 
 extern "C" {
 #include "access/genam.h"
-#include "executor/executor.h"
-#include "nodes/makefuncs.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -29,11 +29,13 @@ extern "C" {
 #include "access/xlog.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
-#include "utils/acl.h"
 #include "commands/async.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
@@ -48,6 +50,9 @@ PG_FUNCTION_INFO_V1(statesman_tick);
 namespace statesman::feed {
 namespace {
 
+using pg::Column;
+using pg::StatesmanRelation;
+
 // The INSERT of a tick, prepared once per process. created_at takes its default.
 constexpr const char *kInsertTickSql =
     "INSERT INTO statesman.ticks (tick_id, base, lo, hi, last_id, xid, snap, prev_snap, system_id) "
@@ -57,22 +62,6 @@ SPIPlanPtr insert_tick_plan = nullptr;
 // The largest xid8: the X of a tick whose transaction had an xid before L was read (it never
 // serves as a scan bound).
 constexpr uint64 kNoBoundXid = PG_INT64_MAX;
-
-Oid StatesmanRelation(Oid schema, const char *name) {
-  Oid oid = get_relname_relid(name, schema);
-  if (!OidIsValid(oid)) elog(ERROR, "statesman: the relation statesman.%s is missing", name);
-  return oid;
-}
-
-AttrNumber Column(Relation rel, const char *name) {
-  TupleDesc desc = RelationGetDescr(rel);
-  for (int i = 0; i < desc->natts; ++i) {
-    Form_pg_attribute attr = TupleDescAttr(desc, i);
-    if (!attr->attisdropped && strcmp(NameStr(attr->attname), name) == 0) return attr->attnum;
-  }
-  elog(ERROR, "statesman: the column %s of %s is missing", name, RelationGetRelationName(rel));
-  return 0;
-}
 
 // What a tick reads: the ticks by tick_id, the ledger by id (and by legacy position, for the
 // head of a feed whose ticks hold no record yet).
