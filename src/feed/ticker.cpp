@@ -303,31 +303,17 @@ void InsertTick(Relation ticks, const Datum *values, const bool *nulls) {
     if (rc != SPI_OK_INSERT) elog(ERROR, "statesman: storing a tick failed: %s", SPI_result_code_string(rc));
     return;
   }
-  TupleDesc desc = RelationGetDescr(rel);
-  EState *estate = CreateExecutorState();
-  ResultRelInfo *result_rel = makeNode(ResultRelInfo);
-  InitResultRelInfo(result_rel, rel, 0, nullptr, 0);
-  ExecOpenIndices(result_rel, false);
-  TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
-  ExecClearTuple(slot);
-  for (int i = 0; i < desc->natts; ++i) {
-    slot->tts_values[i] = static_cast<Datum>(0);
-    slot->tts_isnull[i] = true;
-  }
-  for (int c = 0; c < 9; ++c) {
-    slot->tts_values[attno[c] - 1] = values[c];
-    slot->tts_isnull[attno[c] - 1] = nulls[c];
-  }
-  slot->tts_values[attno[9] - 1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-  slot->tts_isnull[attno[9] - 1] = false;
-  ExecStoreVirtualTuple(slot);
-  if (!OnlyOwnCheck(desc->constr)) ExecConstraints(result_rel, slot, estate);
-  table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, nullptr);
-  List *unused = ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL);
-  list_free(unused);
-  ExecDropSingleTupleTableSlot(slot);
-  ExecCloseIndices(result_rel);
-  FreeExecutorState(estate);
+  pg::InsertRowDirectly(
+      rel, !OnlyOwnCheck(RelationGetDescr(rel)->constr),
+      [](ResultRelInfo *result_rel) { ExecOpenIndices(result_rel, false); },
+      [&](Datum *row, bool *isnull) {
+        for (int c = 0; c < 9; ++c) {
+          row[attno[c] - 1] = values[c];
+          isnull[attno[c] - 1] = nulls[c];
+        }
+        row[attno[9] - 1] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+        isnull[attno[9] - 1] = false;
+      });
   table_close(rel, NoLock);
   // As after a statement: the rest of the transaction sees the tick.
   CommandCounterIncrement();

@@ -4,6 +4,7 @@
 // Each entry reads its arguments in plain code (no C++ object alive), then runs its C++ body
 // under pg::Invoke; every call into PostgreSQL from the body goes through pg::Call.
 #include "statesman/worker/workers.hpp"
+#include "statesman/pg/relations.hpp"
 
 extern "C" {
 #include "access/detoast.h"
@@ -545,34 +546,20 @@ bool InsertDirect(const Ledger &ledger, AppendRequest &req) {
   }
   // As SPI does around a statement: what this transaction did before is visible to it.
   CommandCounterIncrement();
-  TupleDesc desc = RelationGetDescr(rel);
-  EState *estate = CreateExecutorState();
-  ResultRelInfo *result_rel = makeNode(ResultRelInfo);
-  InitResultRelInfo(result_rel, rel, 0, nullptr, 0);
-  OpenIndices(result_rel, shape);
-  TupleTableSlot *slot = MakeSingleTupleTableSlot(desc, &TTSOpsVirtual);
-  ExecClearTuple(slot);
-  for (int i = 0; i < desc->natts; ++i) {
-    slot->tts_values[i] = static_cast<Datum>(0);
-    slot->tts_isnull[i] = true;
-  }
-  for (int p = 0; p < kParamCount; ++p) {
-    int index = shape.param_attno[p] - 1;
-    slot->tts_isnull[index] = req.nulls[p] == 'n';
-    if (req.nulls[p] != 'n') slot->tts_values[index] = req.values[p];
-  }
-  slot->tts_values[shape.occurred_at_attno - 1] = TimestampTzGetDatum(GetCurrentTimestamp());
-  slot->tts_isnull[shape.occurred_at_attno - 1] = false;
-  slot->tts_values[shape.id_attno - 1] = Int64GetDatum(nextval_internal(shape.id_sequence, false));
-  slot->tts_isnull[shape.id_attno - 1] = false;
-  ExecStoreVirtualTuple(slot);
-  if (constr != nullptr && constr->has_not_null) ExecConstraints(result_rel, slot, estate);
-  table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, nullptr);
-  List *unused = ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL);
-  list_free(unused);
-  ExecDropSingleTupleTableSlot(slot);
-  ExecCloseIndices(result_rel);
-  FreeExecutorState(estate);
+  InsertRowDirectly(
+      rel, constr != nullptr && constr->has_not_null,
+      [&](ResultRelInfo *result_rel) { OpenIndices(result_rel, shape); },
+      [&](Datum *row, bool *isnull) {
+        for (int p = 0; p < kParamCount; ++p) {
+          int index = shape.param_attno[p] - 1;
+          isnull[index] = req.nulls[p] == 'n';
+          if (req.nulls[p] != 'n') row[index] = req.values[p];
+        }
+        row[shape.occurred_at_attno - 1] = TimestampTzGetDatum(GetCurrentTimestamp());
+        isnull[shape.occurred_at_attno - 1] = false;
+        row[shape.id_attno - 1] = Int64GetDatum(nextval_internal(shape.id_sequence, false));
+        isnull[shape.id_attno - 1] = false;
+      });
   table_close(rel, NoLock);
   CommandCounterIncrement();
   return true;
