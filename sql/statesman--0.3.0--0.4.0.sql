@@ -1068,27 +1068,10 @@ CREATE FUNCTION statesman._note_own_tick() RETURNS void
     AS 'MODULE_PATHNAME', 'statesman_note_own_tick';
 COMMENT ON FUNCTION statesman._note_own_tick() IS
     'notes that this transaction stored a tick counting its own records (see src/feed/ticks.cpp)';
--- PL/pgSQL rather than SQL: it keeps its plans for the session, where an SQL function with a SET
--- clause is parsed and planned again on every call (the ticker calls this one on every tick).
+-- In C (src/feed/ticker.cpp), the same code as the ticker's own.
 CREATE FUNCTION statesman._tick_snapshot() RETURNS pg_snapshot
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $$
-DECLARE
-    own xid8 := pg_current_xact_id_if_assigned();
-    snap pg_snapshot := pg_current_snapshot();
-BEGIN
-    IF own IS NULL OR pg_visible_in_snapshot(own, snap) THEN
-        RETURN snap;
-    END IF;
-    RETURN (pg_snapshot_xmin(snap)::text || ':' || (own::text::bigint + 1)::text || ':' ||
-            array_to_string(ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap) x
-                                  UNION
-                                  SELECT g FROM generate_series(pg_snapshot_xmax(snap)::text::bigint,
-                                                                own::text::bigint - 1) g
-                                  ORDER BY 1), ','))::pg_snapshot;
-END
-$$;
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_tick_snapshot';
 COMMENT ON FUNCTION statesman._tick_snapshot() IS
     'the current snapshot with the current transaction (when it has an xid) counted as ended';
 
@@ -1175,7 +1158,7 @@ CREATE VIEW statesman._records AS
            h.error, h.metadata, h.fresh_until, h.serve_until
     FROM statesman.history h;
 
--- PL/pgSQL, as statesman._tick_snapshot, to keep its plan: the ticker calls it on every tick.
+-- PL/pgSQL rather than SQL, to keep its plan between calls (head_position calls it for every read).
 CREATE FUNCTION statesman._head() RETURNS bigint
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp

@@ -128,27 +128,10 @@ COMMENT ON FUNCTION statesman._note_own_tick() IS
 -- it while the transaction has an xid calls statesman._note_own_tick(): no later snapshot
 -- tick will take this transaction's later records, so each gets a tick of its own when it is
 -- appended (statesman._tick_own_record).
--- PL/pgSQL rather than SQL: it keeps its plans for the session, where an SQL function with a SET
--- clause is parsed and planned again on every call (the ticker calls this one on every tick).
+-- In C (src/feed/ticker.cpp), the same code as the ticker's own.
 CREATE FUNCTION statesman._tick_snapshot() RETURNS pg_snapshot
-    LANGUAGE plpgsql VOLATILE
-    SET search_path = pg_catalog, pg_temp
-    AS $$
-DECLARE
-    own xid8 := pg_current_xact_id_if_assigned();
-    snap pg_snapshot := pg_current_snapshot();
-BEGIN
-    IF own IS NULL OR pg_visible_in_snapshot(own, snap) THEN
-        RETURN snap;
-    END IF;
-    RETURN (pg_snapshot_xmin(snap)::text || ':' || (own::text::bigint + 1)::text || ':' ||
-            array_to_string(ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(snap) x
-                                  UNION
-                                  SELECT g FROM generate_series(pg_snapshot_xmax(snap)::text::bigint,
-                                                                own::text::bigint - 1) g
-                                  ORDER BY 1), ','))::pg_snapshot;
-END
-$$;
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_tick_snapshot';
 COMMENT ON FUNCTION statesman._tick_snapshot() IS
     'the current snapshot with the current transaction (when it has an xid) counted as ended';
 

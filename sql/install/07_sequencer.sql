@@ -12,7 +12,7 @@
 -- statistics, and jit is off because a disabled scan's cost would push them over jit_above_cost.
 
 -- The head as the ticks say it, without the flush of head_position (for the ticker's callers).
--- PL/pgSQL, as statesman._tick_snapshot, to keep its plan: the ticker calls it on every tick.
+-- PL/pgSQL rather than SQL, to keep its plan between calls (head_position calls it for every read).
 CREATE FUNCTION statesman._head() RETURNS bigint
     LANGUAGE plpgsql STABLE
     SET search_path = pg_catalog, pg_temp

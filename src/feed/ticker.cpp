@@ -45,6 +45,7 @@ extern "C" {
 #include "utils/xid8.h"
 
 PG_FUNCTION_INFO_V1(statesman_tick);
+PG_FUNCTION_INFO_V1(statesman_tick_snapshot);
 }
 
 namespace statesman::feed {
@@ -91,10 +92,11 @@ void CheckPrivileges(Oid ticks, Oid history) {
 TickerRelations OpenTickerRelations() {
   Oid schema = get_namespace_oid("statesman", false);
   TickerRelations r;
-  CheckPrivileges(StatesmanRelation(schema, "ticks"), StatesmanRelation(schema, "history"));
-  r.ticks = table_open(StatesmanRelation(schema, "ticks"), AccessShareLock);
+  Oid ticks = StatesmanRelation(schema, "ticks"), history = StatesmanRelation(schema, "history");
+  CheckPrivileges(ticks, history);
+  r.ticks = table_open(ticks, AccessShareLock);
   r.ticks_pkey = index_open(StatesmanRelation(schema, "ticks_pkey"), AccessShareLock);
-  r.history = table_open(StatesmanRelation(schema, "history"), AccessShareLock);
+  r.history = table_open(history, AccessShareLock);
   r.history_id = index_open(StatesmanRelation(schema, "history_id"), AccessShareLock);
   r.history_legacy = index_open(StatesmanRelation(schema, "history_legacy_position"), AccessShareLock);
   r.id_sequence = StatesmanRelation(schema, "history_id_seq");
@@ -193,8 +195,8 @@ int64 SequenceLastValue(Oid seq) {
   return fcinfo->isnull ? 0 : DatumGetInt64(value);
 }
 
-// The snapshot a tick stores, as statesman._tick_snapshot() makes it: pg_current_snapshot() of
-// `snapshot`, except that this transaction, when it has an xid, counts as ended in it. A
+// The snapshot a tick stores (also statesman._tick_snapshot(), for the ticks written in SQL):
+// pg_current_snapshot() of `snapshot`, except that this transaction, when it has an xid, counts as ended in it. A
 // snapshot never lists its own transaction as running, so it counts as ended already when its
 // xid is below xmax; at or above it, xmax moves past it and the xids from the old xmax up to it
 // are listed as running (none of them had ended when the snapshot was taken).
@@ -451,4 +453,17 @@ extern "C" Datum statesman_tick(PG_FUNCTION_ARGS) {
   bool found = Invoke([&] { return Call([&] { return statesman::feed::Tick(max_records, durable, &head); }); });
   if (!found) PG_RETURN_NULL();
   PG_RETURN_INT64(head);
+}
+
+// statesman._tick_snapshot(): the snapshot a statement of this transaction would take now, with
+// this transaction counted as ended when it has an xid.
+extern "C" Datum statesman_tick_snapshot(PG_FUNCTION_ARGS) {
+  using namespace statesman::pg;
+  Datum snap = Invoke([] {
+    return Call([] {
+      return PointerGetDatum(
+          statesman::feed::TickSnapshot(GetTransactionSnapshot(), GetTopFullTransactionIdIfAny()));
+    });
+  });
+  PG_RETURN_DATUM(snap);
 }
