@@ -11,6 +11,7 @@ OBJS = \
 	src/pg/work.o \
 	src/store/names.o \
 	src/store/append.o \
+	src/store/revision_hints.o \
 	src/store/capture.o \
 	src/feed/message_format.o \
 	src/feed/message.o \
@@ -148,10 +149,11 @@ UNIT_SOURCES = src/worker/backoff.cpp src/feed/message_format.cpp src/store/name
                src/sinks/webhook_signature.cpp
 UNIT_CXXFLAGS = -std=c++17 -Wall -Wextra -Wno-unused-parameter -Wno-missing-field-initializers -O1 -g \
                 -Iinclude -Itest/unit
-test/unit/build/%.o: src/%.cpp
+test/unit/build/%.o: src/%.cpp $(wildcard include/statesman/*.hpp include/statesman/*/*.hpp)
 	@$(MKDIR_P) $(dir $@)
 	$(CXX) $(UNIT_CXXFLAGS) $(if $(filter sinks/postgres,$*),-I$(LIBPQ_INCLUDEDIR)) -c -o $@ $<
-test/unit/build/test_%: test/unit/test_%.cpp test/unit/tap.hpp $(patsubst src/%.cpp,test/unit/build/%.o,$(UNIT_SOURCES))
+test/unit/build/test_%: test/unit/test_%.cpp test/unit/tap.hpp $(wildcard include/statesman/*.hpp include/statesman/*/*.hpp) \
+                        $(patsubst src/%.cpp,test/unit/build/%.o,$(UNIT_SOURCES))
 	$(CXX) $(UNIT_CXXFLAGS) -o $@ $< $(patsubst src/%.cpp,test/unit/build/%.o,$(UNIT_SOURCES)) -lpq -lcrypto
 unit: $(UNIT_TESTS)
 	@failed=0; for t in $(UNIT_TESTS); do echo "# $$t"; $$t || failed=1; done; exit $$failed

@@ -1,4 +1,5 @@
 // Module entry: the magic block, the settings and _PG_init.
+#include "statesman/store/append.hpp"
 #include "statesman/worker/workers.hpp"
 
 extern "C" {
@@ -40,8 +41,8 @@ void DefineSettings() {
 
 }  // namespace statesman::pg
 
-// Defines the settings; when preloaded, also reserves the shared registry and registers the
-// launcher. Every backend that loads the library gets the commit hint.
+// Defines the settings; when preloaded, also reserves the shared registry and the revision
+// hints, and registers the launcher. Every backend that loads the library gets the commit hint.
 extern "C" void _PG_init(void) {
   using namespace statesman::pg;
   if (IsBinaryUpgrade) return;
@@ -49,5 +50,6 @@ extern "C" void _PG_init(void) {
   RegisterCommitHint();
   if (!process_shared_preload_libraries_in_progress) return;
   RequestSharedMemory();
+  RequestRevisionHintMemory();
   RegisterLauncher();
 }

@@ -349,12 +349,12 @@ bool ProbeTextKey(Oid table_oid, Oid index_oid, Snapshot snapshot, Datum key_val
 
 // The address's latest revision visible to `snapshot` (0 when none): a backward probe of the
 // primary key (address, revision). A backward scan reads every entry of the address on the
-// leaf page it lands on before it returns the first, so with a hint (a revision this session
-// appended to the address, 0 for none) it first probes only the revisions from the hint up,
-// usually one or two entries; when none of those is visible (the hint's transaction rolled
-// back, or it is stale in some other way) it probes them all. Either way the answer is the
-// highest visible revision: the hint only bounds where to look first. Plain PostgreSQL code:
-// run it under pg::Call.
+// leaf page it lands on before it returns the first, so with a hint (the revision last appended
+// to the address, by any session when the hints are shared; 0 for none) it first probes only
+// the revisions from the hint up, usually one or two entries; when none of those is visible
+// (the hint's transaction rolled back, or it is another address's) it probes them all. Either
+// way the answer is the highest visible revision: the hint only bounds where to look first.
+// Plain PostgreSQL code: run it under pg::Call.
 int64 LatestRevision(const Ledger &ledger, Snapshot snapshot, Datum address, int64 hint) {
   int64 latest = 0;
   auto take = [&](TupleTableSlot *slot) {
@@ -369,21 +369,12 @@ int64 LatestRevision(const Ledger &ledger, Snapshot snapshot, Datum address, int
   return latest;
 }
 
-// The revision this session last appended to each address (a hint for LatestRevision, never
-// trusted for the answer); at most kRevisionHints addresses, then it starts over.
-std::unordered_map<std::string, int64> *revision_hints = nullptr;
-constexpr size_t kRevisionHints = 4096;
-
-int64 RevisionHint(const std::string &address) {
-  if (revision_hints == nullptr) return 0;
-  auto found = revision_hints->find(address);
-  return found == revision_hints->end() ? 0 : found->second;
-}
+// The revision last appended to each address, by this session or (preloaded) by any: a hint for
+// LatestRevision.
+int64 RevisionHint(const std::string &address) { return RevisionHintTable().Find(MyDatabaseId, address); }
 
 void NoteRevision(const std::string &address, int64 revision) {
-  if (revision_hints == nullptr) revision_hints = new std::unordered_map<std::string, int64>();
-  if (revision_hints->size() >= kRevisionHints && revision_hints->count(address) == 0) revision_hints->clear();
-  (*revision_hints)[address] = revision;
+  RevisionHintTable().Note(MyDatabaseId, address, revision);
 }
 
 // The root's declaration, or an empty one (KeepAll, no envelope) when it has none.

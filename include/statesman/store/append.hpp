@@ -4,6 +4,7 @@
 #pragma once
 
 #include "statesman/pg/guard.hpp"
+#include "statesman/store/revision_hints.hpp"
 
 namespace statesman::pg {
 
@@ -22,5 +23,13 @@ struct CapturedRecord {
 // partition, metadata => metadata) or statesman.append_delete would: the same checks, the
 // same revision, retention and feed; returns its revision. C++: throws PgError or Error.
 int64 AppendCaptured(const CapturedRecord &record);
+
+// Reserves the shared table of revision hints (src/store/revision_hints.cpp); from _PG_init,
+// while the library is preloaded.
+void RequestRevisionHintMemory();
+
+// The backend's table of revision hints: the shared one when the library was preloaded, else
+// the session's own. Never throws (new of a few kB aside).
+store::RevisionHints &RevisionHintTable();
 
 }  // namespace statesman::pg

@@ -1,0 +1,70 @@
+// Where the append's revision hints live (include/statesman/store/revision_hints.hpp): with
+// statesman preloaded, one table of kSharedSlots slots in shared memory for every backend
+// (1 MB), so that an append finds the revision any session appended to the address last;
+// otherwise a table of kLocalSlots per session, which knows only the session's own appends.
+#include "statesman/store/append.hpp"
+#include "statesman/store/revision_hints.hpp"
+
+extern "C" {
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+}
+
+#include <new>
+
+namespace statesman::pg {
+namespace {
+
+using store::RevisionHints;
+
+constexpr size_t kSharedSlots = 65536;
+constexpr size_t kLocalSlots = 4096;
+
+shmem_request_hook_type prev_shmem_request_hook = nullptr;
+shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
+RevisionHints::Slot *shared_slots = nullptr;
+RevisionHints *hints = nullptr;
+
+Size SharedBytes() { return mul_size(sizeof(RevisionHints::Slot), kSharedSlots); }
+
+void ShmemRequest() {
+  if (prev_shmem_request_hook != nullptr) prev_shmem_request_hook();
+  RequestAddinShmemSpace(SharedBytes());
+}
+
+void ShmemStartup() {
+  if (prev_shmem_startup_hook != nullptr) prev_shmem_startup_hook();
+  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+  bool found = false;
+  void *memory = ShmemInitStruct("statesman revision hints", SharedBytes(), &found);
+  auto *slots = static_cast<RevisionHints::Slot *>(memory);
+  if (!found)
+    for (size_t i = 0; i < kSharedSlots; ++i) new (&slots[i]) RevisionHints::Slot();
+  shared_slots = slots;
+  LWLockRelease(AddinShmemInitLock);
+}
+
+}  // namespace
+
+void RequestRevisionHintMemory() {
+  prev_shmem_request_hook = shmem_request_hook;
+  shmem_request_hook = ShmemRequest;
+  prev_shmem_startup_hook = shmem_startup_hook;
+  shmem_startup_hook = ShmemStartup;
+}
+
+store::RevisionHints &RevisionHintTable() {
+  if (hints == nullptr) {
+    if (shared_slots != nullptr) {
+      hints = new RevisionHints(shared_slots, kSharedSlots);
+    } else {
+      auto *local = new RevisionHints::Slot[kLocalSlots];
+      hints = new RevisionHints(local, kLocalSlots);
+    }
+  }
+  return *hints;
+}
+
+}  // namespace statesman::pg
