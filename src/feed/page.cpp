@@ -438,9 +438,9 @@ FeedRelations OpenFeedRelations() {
   f.ticks_pkey = index_open(StatesmanRelation(schema, "ticks_pkey"), AccessShareLock);
   f.ticks_base = index_open(StatesmanRelation(schema, "ticks_base"), AccessShareLock);
   static constexpr const char *kNames[cFeedColumns] = {
-      nullptr,       "id",           "address",       "root",           "path",         "partition", "revision",
-      "occurred_at", "operation",    "status",        "value_type",     "schema_version", "source",  "payload",
-      "fingerprint", "content_type", "serializer_id", "correlation_id", "causation_id", "error",     "metadata"};
+      nullptr,       "id",           "address",       "root",           "path",           "partition", "revision",
+      "occurred_at", "operation",    "status",        "value_type",     "schema_version", "source",    "payload",
+      "fingerprint", "content_type", "serializer_id", "correlation_id", "causation_id",   "error",     "metadata"};
   f.column[cPosition] = 0;
   for (int c = 1; c < cFeedColumns; ++c) f.column[c] = Column(f.history, kNames[c]);
   f.txid = Column(f.history, "txid");
@@ -543,8 +543,8 @@ int64 ScanFeedPage(PageReceiver *r, int64 after, const int64 *upto, int32 max_re
       int64 base = DatumGetInt64(tick->tts_values[f.base - 1]);
       int64 lo = DatumGetInt64(tick->tts_values[f.lo - 1]);
       int64 hi = DatumGetInt64(tick->tts_values[f.hi - 1]);
-      if (hi < lo) continue;                              // an anchor
-      if (upto != nullptr && base > *upto) break;         // bases rise with tick_id
+      if (hi < lo) continue;                       // an anchor
+      if (upto != nullptr && base > *upto) break;  // bases rise with tick_id
       int64 first = lo + std::clamp<int64>(from + 1 - base, 0, hi - lo + 1);
       int64 last = upto != nullptr ? lo + std::min<int64>(*upto - base, hi - lo) : hi;
       if (first > last) continue;
@@ -683,13 +683,13 @@ struct Head {
 
 Head ReadHead(const std::string &outbox_id) {
   QueryValue("SELECT pg_catalog.pg_advisory_xact_lock_shared(statesman._lock_space('page'), statesman._lease_key($1))",
+             {outbox_id});
+  std::vector<Row> rows = Query(
+      "SELECT o.enabled, o.root, o.batch_size, o.fingerprint, o.payload_content_type, o.xmin::text, "
+      "  o.sink_options::text, o.sink_options->>'table', c.position "
+      "FROM statesman.outboxes o LEFT JOIN statesman.cursors c ON c.outbox_id = o.outbox_id "
+      "WHERE o.outbox_id = $1",
       {outbox_id});
-  std::vector<Row> rows =
-      Query("SELECT o.enabled, o.root, o.batch_size, o.fingerprint, o.payload_content_type, o.xmin::text, "
-                "  o.sink_options::text, o.sink_options->>'table', c.position "
-                "FROM statesman.outboxes o LEFT JOIN statesman.cursors c ON c.outbox_id = o.outbox_id "
-                "WHERE o.outbox_id = $1",
-                {outbox_id});
   Head h;
   if (rows.empty()) return h;
   const Row &r = rows[0];
@@ -858,7 +858,7 @@ std::string Text(int64 n) { return std::to_string(n); }
 
 void FinishPage(const std::string &outbox_id, const Value &last_position, int64_t published, int64_t deduplicated) {
   QueryValue("SELECT statesman._finish_page($1, $2::bigint, $3::bigint, $4::bigint)",
-                 {outbox_id, last_position, Text(published), Text(deduplicated)});
+             {outbox_id, last_position, Text(published), Text(deduplicated)});
 }
 
 Row DeliverTablePage(const std::string &outbox_id) {

@@ -252,8 +252,8 @@ bool NewRecords(const TickerRelations &r, Snapshot snapshot, int64 bound, const 
 constexpr int kTickColumns = 10;
 constexpr const char *kTickColumnNames[kTickColumns] = {"tick_id", "base", "lo",        "hi",        "last_id",
                                                         "xid",     "snap", "prev_snap", "system_id", "created_at"};
-constexpr Oid kTickColumnTypes[kTickColumns] = {INT8OID,        INT8OID,        INT8OID, INT8OID,       INT8OID,
-                                                XID8OID,        PG_SNAPSHOTOID, PG_SNAPSHOTOID, INT8OID, TIMESTAMPTZOID};
+constexpr Oid kTickColumnTypes[kTickColumns] = {INT8OID, INT8OID,        INT8OID,        INT8OID, INT8OID,
+                                                XID8OID, PG_SNAPSHOTOID, PG_SNAPSHOTOID, INT8OID, TIMESTAMPTZOID};
 
 // Whether the tick can be written into rel directly: its columns are the ten above (of those
 // types, none generated), it has no rule and no row security, and its one trigger is the
@@ -322,8 +322,8 @@ void InsertTick(Relation ticks, const Datum *values, const bool *nulls) {
 }
 
 void SetSynchronousCommit(bool durable) {
-  set_config_option("synchronous_commit", durable ? "on" : "off", superuser() ? PGC_SUSET : PGC_USERSET,
-                    PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0, false);
+  set_config_option("synchronous_commit", durable ? "on" : "off", superuser() ? PGC_SUSET : PGC_USERSET, PGC_S_SESSION,
+                    GUC_ACTION_LOCAL, true, 0, false);
 }
 
 // The body of Tick, with the relations open and an SPI connection.
@@ -394,9 +394,15 @@ bool TickWith(const TickerRelations &r, bool durable, int64 *head) {
   FullTransactionId xid =
       FullTransactionIdIsValid(own) ? FullTransactionIdFromU64(kNoBoundXid) : GetTopFullTransactionId();
   int64 base = last.base + (last.hi - last.lo + 1);
-  Datum values[9] = {Int64GetDatum(last.tick_id + 1), Int64GetDatum(base),    Int64GetDatum(lo),
-                     Int64GetDatum(hi),                Int64GetDatum(last_id), FullTransactionIdGetDatum(xid),
-                     PointerGetDatum(cur),             PointerGetDatum(last_snap), Int64GetDatum(last.system_id)};
+  Datum values[9] = {Int64GetDatum(last.tick_id + 1),
+                     Int64GetDatum(base),
+                     Int64GetDatum(lo),
+                     Int64GetDatum(hi),
+                     Int64GetDatum(last_id),
+                     FullTransactionIdGetDatum(xid),
+                     PointerGetDatum(cur),
+                     PointerGetDatum(last_snap),
+                     Int64GetDatum(last.system_id)};
   bool nulls[9] = {false, false, false, false, false, false, false, false, false};
   InsertTick(r.ticks, values, nulls);
   // This tick counts this transaction as ended: its later appends get ticks of their own.
@@ -461,8 +467,7 @@ extern "C" Datum statesman_tick_snapshot(PG_FUNCTION_ARGS) {
   using namespace statesman::pg;
   Datum snap = Invoke([] {
     return Call([] {
-      return PointerGetDatum(
-          statesman::feed::TickSnapshot(GetTransactionSnapshot(), GetTopFullTransactionIdIfAny()));
+      return PointerGetDatum(statesman::feed::TickSnapshot(GetTransactionSnapshot(), GetTopFullTransactionIdIfAny()));
     });
   });
   PG_RETURN_DATUM(snap);

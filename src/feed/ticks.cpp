@@ -101,9 +101,7 @@ extern "C" Datum statesman_durable(PG_FUNCTION_ARGS) {
   if (PG_ARGISNULL(0)) PG_RETURN_NULL();
   Datum value = PG_GETARG_DATUM(0);
   Invoke([] {
-    Call([] {
-      statesman::feed::FlushReadPositions();
-    });
+    Call([] { statesman::feed::FlushReadPositions(); });
     return 0;
   });
   return value;

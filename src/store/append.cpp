@@ -324,8 +324,8 @@ Ledger LookupLedgerInCatalog() {
 // found. Plain PostgreSQL code: run it under pg::Call.
 // With `at_least`, only rows whose second index column (a bigint) is at least that are probed.
 template <typename Use>
-bool ProbeTextKey(Oid table_oid, Oid index_oid, Snapshot snapshot, Datum key_value, ScanDirection direction,
-                  Use &&use, const int64 *at_least = nullptr) {
+bool ProbeTextKey(Oid table_oid, Oid index_oid, Snapshot snapshot, Datum key_value, ScanDirection direction, Use &&use,
+                  const int64 *at_least = nullptr) {
   Relation heap = table_open(table_oid, AccessShareLock);
   Relation index = index_open(index_oid, AccessShareLock);
   ScanKeyData keys[2];
@@ -408,9 +408,9 @@ RootDeclaration LookupRoot(const Ledger &ledger, Snapshot snapshot, Datum root) 
 
 // The column of statesman.history that each parameter fills.
 constexpr const char *kParamColumns[kParamCount] = {
-    "address",        "root",       "path",     "partition",    "operation",   "status",      "value_type",
-    "schema_version", "source",     "payload",  "fingerprint",  "content_type", "serializer_id", "correlation_id",
-    "causation_id",   "error",      "metadata", "fresh_until",  "serve_until", "revision",    "txid"};
+    "address",        "root",   "path",     "partition",   "operation",    "status",        "value_type",
+    "schema_version", "source", "payload",  "fingerprint", "content_type", "serializer_id", "correlation_id",
+    "causation_id",   "error",  "metadata", "fresh_until", "serve_until",  "revision",      "txid"};
 
 // Whether no row the append writes can enter this index: a partial index whose predicate is
 // only `column IS NOT NULL` for the column the append always leaves NULL (legacy_position; the
@@ -421,8 +421,7 @@ bool NeverEntered(Relation index, AttrNumber null_attno) {
   List *predicate = RelationGetIndexPredicate(index);
   if (list_length(predicate) != 1 || !IsA(linitial(predicate), NullTest)) return false;
   const NullTest *test = static_cast<const NullTest *>(linitial(predicate));
-  if (test->nulltesttype != IS_NOT_NULL || test->argisrow || test->arg == nullptr || !IsA(test->arg, Var))
-    return false;
+  if (test->nulltesttype != IS_NOT_NULL || test->argisrow || test->arg == nullptr || !IsA(test->arg, Var)) return false;
   const Var *var = reinterpret_cast<const Var *>(test->arg);
   return var->varattno == null_attno;
 }
@@ -583,7 +582,8 @@ RootDeclaration RootFor(const Ledger &ledger, Snapshot snapshot, Datum root, con
   }
   const CachedRoot &c = found->second;
   auto text_datum = [](const std::string &value) {
-    return Call([&] { return PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size()))); });
+    return Call(
+        [&] { return PointerGetDatum(cstring_to_text_with_len(value.data(), static_cast<int>(value.size()))); });
   };
   RootDeclaration decl;
   if (c.fingerprint) {

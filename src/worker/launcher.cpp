@@ -223,7 +223,6 @@ void PinWorkerSettings() {
   for (const auto &setting : settings) SetConfigOption(setting[0], setting[1], PGC_SUSET, PGC_S_OVERRIDE);
 }
 
-
 WorkerArgs StartDynamicWorker(Datum arg, bool as_owner, const char *appname, bool exit_work) {
   WorkerArgs args;
   memcpy(&args, MyBgworkerEntry->bgw_extra, sizeof(args));

@@ -103,8 +103,10 @@ int main() {
   CHECK_EQ(Utc(252455615999999999LL), std::string("9999-12-31T23:59:59.999999Z"), "FormatUtcMicros: year 9999");
   CHECK_EQ(Utc(252455616000000000LL), std::string("10000-01-01T00:00:00.000000Z"),
            "FormatUtcMicros: a year past 9999 has five digits (PostgreSQL allows it)");
-  CHECK_EQ(Utc(-63082281600000000LL), std::string("0001-01-01T00:00:00.000000Z"), "FormatUtcMicros: year 1, four digits");
-  CHECK_EQ(Utc(-63113904000000000LL), std::string("0000-01-01T00:00:00.000000Z"), "FormatUtcMicros: year 0 (a leap year)");
+  CHECK_EQ(Utc(-63082281600000000LL), std::string("0001-01-01T00:00:00.000000Z"),
+           "FormatUtcMicros: year 1, four digits");
+  CHECK_EQ(Utc(-63113904000000000LL), std::string("0000-01-01T00:00:00.000000Z"),
+           "FormatUtcMicros: year 0 (a leap year)");
 
   const unsigned char counting[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
   const unsigned char high[16] = {0xff, 0xfe, 0xab, 0xcd, 0x12, 0x34, 0x40, 0x56,

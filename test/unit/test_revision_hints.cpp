@@ -64,11 +64,14 @@ int main() {
   int kept = 0, wrong = 0;
   for (int i = 1; i <= kCount; ++i) {
     int64_t found = many.Find(kDb, "acct/" + std::to_string(i));
-    if (found == i) ++kept;
-    else if (found != 0) ++wrong;
+    if (found == i)
+      ++kept;
+    else if (found != 0)
+      ++wrong;
   }
   CHECK_EQ(wrong, 0, "no address gets another's revision");
-  CHECK(kept > kCount / 2, "most of 3,000 addresses in 4,096 slots keep their hint (kept " + std::to_string(kept) + ")");
+  CHECK(kept > kCount / 2,
+        "most of 3,000 addresses in 4,096 slots keep their hint (kept " + std::to_string(kept) + ")");
   for (int i = 1; i <= kCount; ++i) {
     if (many.Find(kDb, "acct/" + std::to_string(i)) != 0) continue;
     bool taken_later = false;

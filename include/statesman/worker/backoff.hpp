@@ -1,6 +1,6 @@
 // The workers' timing rules, free of PostgreSQL: the dispatcher's retry backoff, lease renewal
-// and rate limit on failure warnings, and the database worker's gathering between ticks. Pure C++, no shared state: each object belongs to one
-// dispatcher (not thread-safe by itself, and never needs to be).
+// and rate limit on failure warnings, and the database worker's gathering between ticks. Pure C++, no shared state:
+// each object belongs to one dispatcher (not thread-safe by itself, and never needs to be).
 #pragma once
 
 #include <cstdint>
