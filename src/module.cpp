@@ -1,5 +1,4 @@
 // Module entry: the magic block, the settings and _PG_init.
-#include "statesman/store/append.hpp"
 #include "statesman/worker/workers.hpp"
 
 extern "C" {
@@ -50,6 +49,5 @@ extern "C" void _PG_init(void) {
   RegisterCommitHint();
   if (!process_shared_preload_libraries_in_progress) return;
   RequestSharedMemory();
-  RequestRevisionHintMemory();
   RegisterLauncher();
 }

@@ -7,8 +7,6 @@
 
 extern "C" {
 #include "miscadmin.h"
-#include "storage/ipc.h"
-#include "storage/lwlock.h"
 #include "storage/shmem.h"
 }
 
@@ -22,37 +20,20 @@ using store::RevisionHints;
 constexpr size_t kSharedSlots = 65536;
 constexpr size_t kLocalSlots = 4096;
 
-shmem_request_hook_type prev_shmem_request_hook = nullptr;
-shmem_startup_hook_type prev_shmem_startup_hook = nullptr;
 RevisionHints::Slot *shared_slots = nullptr;
 RevisionHints *hints = nullptr;
 
-Size SharedBytes() { return mul_size(sizeof(RevisionHints::Slot), kSharedSlots); }
+}  // namespace
 
-void ShmemRequest() {
-  if (prev_shmem_request_hook != nullptr) prev_shmem_request_hook();
-  RequestAddinShmemSpace(SharedBytes());
-}
+Size RevisionHintBytes() { return mul_size(sizeof(RevisionHints::Slot), kSharedSlots); }
 
-void ShmemStartup() {
-  if (prev_shmem_startup_hook != nullptr) prev_shmem_startup_hook();
-  LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+void AttachRevisionHints() {
   bool found = false;
-  void *memory = ShmemInitStruct("statesman revision hints", SharedBytes(), &found);
+  void *memory = ShmemInitStruct("statesman revision hints", RevisionHintBytes(), &found);
   auto *slots = static_cast<RevisionHints::Slot *>(memory);
   if (!found)
     for (size_t i = 0; i < kSharedSlots; ++i) new (&slots[i]) RevisionHints::Slot();
   shared_slots = slots;
-  LWLockRelease(AddinShmemInitLock);
-}
-
-}  // namespace
-
-void RequestRevisionHintMemory() {
-  prev_shmem_request_hook = shmem_request_hook;
-  shmem_request_hook = ShmemRequest;
-  prev_shmem_startup_hook = shmem_startup_hook;
-  shmem_startup_hook = ShmemStartup;
 }
 
 store::RevisionHints &RevisionHintTable() {

@@ -1,8 +1,10 @@
 // The shared registry of statesman's workers, the commit hint that wakes the sequencer, the
 // launcher's wake-up for a database that just got an outbox, and the notes of workers that
-// wait for a slot. Everything here is plain PostgreSQL code without C++ objects, so it may
-// ereport freely.
+// wait for a slot; its shared memory hooks also reserve and attach the appends' revision hints
+// (src/store/revision_hints.cpp). Everything here is plain PostgreSQL code without C++
+// objects, so it may ereport freely.
 #include "statesman/worker/workers.hpp"
+#include "statesman/store/append.hpp"
 
 extern "C" {
 #include "access/xact.h"
@@ -66,6 +68,7 @@ Size RegistrySize() { return add_size(offsetof(Registry, slots), mul_size(sizeof
 void ShmemRequest() {
   if (prev_shmem_request_hook != nullptr) prev_shmem_request_hook();
   RequestAddinShmemSpace(RegistrySize());
+  RequestAddinShmemSpace(RevisionHintBytes());
   RequestNamedLWLockTranche("statesman", 1);
 }
 
@@ -81,6 +84,7 @@ void ShmemStartup() {
     registry->next_generation = 1;
     registry->launcher_pgprocno = -1;
   }
+  AttachRevisionHints();
   LWLockRelease(AddinShmemInitLock);
 }
 

@@ -24,9 +24,11 @@ struct CapturedRecord {
 // same revision, retention and feed; returns its revision. C++: throws PgError or Error.
 int64 AppendCaptured(const CapturedRecord &record);
 
-// Reserves the shared table of revision hints (src/store/revision_hints.cpp); from _PG_init,
-// while the library is preloaded.
-void RequestRevisionHintMemory();
+// The shared table of revision hints (src/store/revision_hints.cpp): its size, reserved with
+// statesman's other shared memory while the library is preloaded, and its creation or
+// attachment, from the shared memory startup hook with AddinShmemInitLock held.
+Size RevisionHintBytes();
+void AttachRevisionHints();
 
 // The backend's table of revision hints: the shared one when the library was preloaded, else
 // the session's own. Never throws (new of a few kB aside).
