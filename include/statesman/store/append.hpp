@@ -31,7 +31,7 @@ Size RevisionHintBytes();
 void AttachRevisionHints();
 
 // The backend's table of revision hints: the shared one when the library was preloaded, else
-// the session's own. Never throws (new of a few kB aside).
+// the session's own (64 kB, allocated by the first call). C++: may throw std::bad_alloc.
 store::RevisionHints &RevisionHintTable();
 
 }  // namespace statesman::pg
