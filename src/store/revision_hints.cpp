@@ -6,7 +6,6 @@
 #include "statesman/store/revision_hints.hpp"
 
 extern "C" {
-#include "miscadmin.h"
 #include "storage/shmem.h"
 }
 

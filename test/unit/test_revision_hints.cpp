@@ -10,11 +10,9 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
-#include <vector>
 
 #include "tap.hpp"
 
