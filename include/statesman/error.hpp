@@ -12,6 +12,7 @@ namespace sqlstate {
 inline constexpr const char *kInvalidParameterValue = "22023";  // invalid_parameter_value
 inline constexpr const char *kNullValueNotAllowed = "22004";    // null_value_not_allowed
 inline constexpr const char *kStringTooLong = "22001";          // string_data_right_truncation
+inline constexpr const char *kUniqueViolation = "23505";        // unique_violation
 inline constexpr const char *kObjectNotInPrerequisiteState = "55000";
 inline constexpr const char *kProgramLimitExceeded = "54000";
 inline constexpr const char *kInternalError = "XX000";

@@ -9,6 +9,7 @@
 extern "C" {
 #include "access/detoast.h"
 #include "access/genam.h"
+#include "access/heapam.h"
 #include "access/htup_details.h"
 #include "access/relation.h"
 #include "access/stratnum.h"
@@ -44,6 +45,7 @@ extern "C" {
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 #include "utils/xid8.h"
+#include "storage/bufmgr.h"
 
 PG_FUNCTION_INFO_V1(statesman_append);
 PG_FUNCTION_INFO_V1(statesman_append_bytes);
@@ -273,6 +275,7 @@ struct Ledger {
   Oid roots;
   Oid roots_key;
   Oid owner;
+  AttrNumber address_attno;
   AttrNumber revision_attno;
 };
 
@@ -315,6 +318,7 @@ Ledger LookupLedgerInCatalog() {
   if (!HeapTupleIsValid(tuple)) elog(ERROR, "statesman: cache lookup failed for statesman.history");
   ledger.owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
   ReleaseSysCache(tuple);
+  ledger.address_attno = get_attnum(ledger.history, "address");
   ledger.revision_attno = get_attnum(ledger.history, "revision");
   return ledger;
 }
@@ -369,12 +373,51 @@ int64 LatestRevision(const Ledger &ledger, Snapshot snapshot, Datum address, int
   return latest;
 }
 
-// The revision last appended to each address, by this session or (preloaded) by any: a hint for
-// LatestRevision.
-int64 RevisionHint(const std::string &address) { return RevisionHintTable().Find(MyDatabaseId, address); }
+// The scope of the ledger's revision hints: the database and the ledger's storage, which a
+// TRUNCATE, VACUUM FULL or a new ledger (the extension dropped and created again) replaces.
+uint64 HintScope(Relation history) {
+  return (static_cast<uint64>(MyDatabaseId) << 32) | static_cast<uint64>(history->rd_node.relNode);
+}
 
-void NoteRevision(const std::string &address, int64 revision) {
-  RevisionHintTable().Note(MyDatabaseId, address, revision);
+// A row's tuple id packed into a hint (never 0: offsets start at 1), and back.
+uint64 PackRow(const ItemPointerData &tid) {
+  return (static_cast<uint64>(ItemPointerGetBlockNumberNoCheck(&tid)) << 16) | ItemPointerGetOffsetNumberNoCheck(&tid);
+}
+
+// Whether the row that `hint` names is the address's row at the hint's revision and visible to
+// `snapshot` (read under the address lock, after it was granted). Then that revision is the
+// latest (docs/design.md §2.4): every append notes its revision and row in the address's slot
+// before it commits, while it holds the address lock, so the slot holds the last revision
+// committed unless another address took the slot since (then it holds no row of this address)
+// or the last writer rolled back (then its row is not visible). Plain PostgreSQL code: run it
+// under pg::Call.
+bool HintHolds(Relation history, const Ledger &ledger, Snapshot snapshot, Datum address,
+               const store::RevisionHints::Hint &hint) {
+  if (hint.revision <= 0 || hint.where == 0) return false;
+  const BlockNumber block = static_cast<BlockNumber>(hint.where >> 16);
+  const OffsetNumber offset = static_cast<OffsetNumber>(hint.where & 0xFFFF);
+  // A VACUUM can have cut the table short since (after the row was deleted).
+  if (block >= RelationGetNumberOfBlocks(history)) return false;
+  HeapTupleData tuple;
+  ItemPointerSet(&tuple.t_self, block, offset);
+  Buffer buffer = InvalidBuffer;
+  if (!heap_fetch(history, snapshot, &tuple, &buffer, false)) return false;
+  TupleDesc desc = RelationGetDescr(history);
+  bool isnull = true;
+  Datum revision = heap_getattr(&tuple, ledger.revision_attno, desc, &isnull);
+  bool holds = !isnull && DatumGetInt64(revision) == hint.revision;
+  if (holds) {
+    Datum stored = heap_getattr(&tuple, ledger.address_attno, desc, &isnull);
+    holds = !isnull;
+    if (holds) {
+      const text *a = DatumGetTextPP(stored);
+      const text *b = DatumGetTextPP(address);
+      holds = VARSIZE_ANY_EXHDR(a) == VARSIZE_ANY_EXHDR(b) &&
+              memcmp(VARDATA_ANY(a), VARDATA_ANY(b), VARSIZE_ANY_EXHDR(b)) == 0;
+    }
+  }
+  ReleaseBuffer(buffer);
+  return holds;
 }
 
 // The root's declaration, or an empty one (KeepAll, no envelope) when it has none.
@@ -517,9 +560,10 @@ void OpenIndices(ResultRelInfo *result_rel, const InsertShape &shape) {
 // command counter moves on so that the rest of the transaction sees the row. Returns false, having
 // done nothing, when the table has something only the executor applies (a trigger, a rule, a
 // CHECK constraint, row security, another column shape): the caller then runs the INSERT.
+// Where the row went is stored in `written`.
 // The transaction id parameter must be set already; ids are drawn after it. Plain PostgreSQL
 // code: run it under pg::Call.
-bool InsertDirect(const Ledger &ledger, AppendRequest &req) {
+bool InsertDirect(const Ledger &ledger, AppendRequest &req, ItemPointer written) {
   Relation rel = table_open(ledger.history, RowExclusiveLock);
   if (!insert_shape.built || insert_shape.history != ledger.history) insert_shape = BuildInsertShape(rel);
   // A copy: the lock taken by the index opens below takes in other sessions' invalidations,
@@ -549,7 +593,8 @@ bool InsertDirect(const Ledger &ledger, AppendRequest &req) {
         isnull[shape.occurred_at_attno - 1] = false;
         row[shape.id_attno - 1] = Int64GetDatum(nextval_internal(shape.id_sequence, false));
         isnull[shape.id_attno - 1] = false;
-      });
+      },
+      written);
   table_close(rel, NoLock);
   CommandCounterIncrement();
   return true;
@@ -690,12 +735,25 @@ AppendResult AppendRecord(AppendRequest &req) {
   // this snapshot, taken after the lock was granted, sees the revision that the previous holder
   // committed. Under REPEATABLE READ it is the transaction's snapshot; a revision committed after
   // it makes the INSERT fail, which is reported as 40001 below.
+  // The address's slot of the revision hints gives the latest revision when the row it names
+  // holds (HintHolds): only with the shared hints, which every append notes into, and only under
+  // READ COMMITTED, where the snapshot is taken after the lock. Otherwise, or when it does not
+  // hold, the primary key is probed, from the hint's revision up first.
   int64 latest = 0;
   RootDeclaration root_decl;
-  const int64 hint = RevisionHint(address);
+  store::RevisionHints &hints = RevisionHintTable();
+  const bool trust_hint = RevisionHintsShared() && !IsolationUsesXactSnapshot();
+  bool from_hint = false;
+  uint64 scope = 0;
+  store::RevisionHints::Hint hint;
   Snapshot snapshot = Call([&] {
     Snapshot s = RegisterSnapshot(GetTransactionSnapshot());
-    latest = LatestRevision(ledger, s, req.values[kAddress], hint);
+    Relation history = table_open(ledger.history, RowExclusiveLock);
+    scope = HintScope(history);
+    hint = hints.Find(scope, address);
+    from_hint = trust_hint && HintHolds(history, ledger, s, req.values[kAddress], hint);
+    latest = from_hint ? hint.revision : LatestRevision(ledger, s, req.values[kAddress], hint.revision);
+    table_close(history, NoLock);
     return s;
   });
   root_decl = RootFor(ledger, snapshot, req.values[kRoot], root);  // (an error leaves the snapshot to the abort)
@@ -723,19 +781,32 @@ AppendResult AppendRecord(AppendRequest &req) {
   // a tick that read the identity's last value before this xid existed sees only larger ids.
   Call([&] { req.values[kTxid] = FullTransactionIdGetDatum(GetTopFullTransactionId()); });
   req.nulls[kTxid] = ' ';
+  ItemPointerData written;
+  ItemPointerSetInvalid(&written);
   try {
     Call([&] {
-      if (InsertDirect(ledger, req)) return;
+      if (InsertDirect(ledger, req, &written)) return;
       int rc = SPI_execute_plan(insert, req.values, req.nulls, false, 0);
       if (rc != SPI_OK_INSERT || SPI_processed != 1)
         elog(ERROR, "statesman: append insert failed: %s", SPI_result_code_string(rc));
     });
   } catch (const PgError &e) {
+    if (e.Data()->sqlerrcode != ERRCODE_UNIQUE_VIOLATION) throw;
     // Under REPEATABLE READ / SERIALIZABLE the snapshot can predate the previous revision's
     // commit, so the same revision is computed twice: that is a serialization failure.
-    if (e.Data()->sqlerrcode == ERRCODE_UNIQUE_VIOLATION && IsolationUsesXactSnapshot())
+    if (IsolationUsesXactSnapshot())
       throw Error("40001", "could not serialize access due to a concurrent append to address " + address,
                   "Retry the transaction.");
+    // From the hint, the revision after it exists: a row written into statesman.history other
+    // than by an append (which notes its revision). The hint is forgotten, so the next append
+    // to the address probes the primary key.
+    if (from_hint) {
+      hints.Forget(scope, address);
+      throw Error(sqlstate::kUniqueViolation,
+                  "revision " + std::to_string(latest + 1) + " of address " + address +
+                      " is already in statesman.history, written there other than by an append",
+                  "Retry the append: it takes the revision after the latest one.");
+    }
     throw;
   }
 
@@ -758,7 +829,7 @@ AppendResult AppendRecord(AppendRequest &req) {
     });
   }
   NoteAppend();
-  NoteRevision(address, latest + 1);
+  hints.Note(scope, address, latest + 1, ItemPointerIsValid(&written) ? PackRow(written) : 0);
 
   return Call([&] {
     SPI_finish();

@@ -1,6 +1,6 @@
 // Where the append's revision hints live (include/statesman/store/revision_hints.hpp): with
 // statesman preloaded, one table of kSharedSlots slots in shared memory for every backend
-// (1 MB), so that an append finds the revision any session appended to the address last;
+// (1.5 MB), so that an append finds the revision any session appended to the address last;
 // otherwise a table of kLocalSlots per session, which knows only the session's own appends.
 #include "statesman/store/append.hpp"
 #include "statesman/store/revision_hints.hpp"
@@ -46,5 +46,7 @@ store::RevisionHints &RevisionHintTable() {
   }
   return *hints;
 }
+
+bool RevisionHintsShared() { return shared_slots != nullptr; }
 
 }  // namespace statesman::pg

@@ -42,9 +42,11 @@ inline AttrNumber Column(Relation rel, const char *name) {
 // that only the executor applies (a trigger, a rule, row security): the row, built by
 // fill(values, isnull) over a row of NULLs; its constraints (NOT NULL, CHECK) when
 // check_constraints; its entry in every index that open_indexes(result_rel) opened (unique
-// checks included). No executor is started and no plan is made.
+// checks included). No executor is started and no plan is made. With `written`, where the row
+// went (its tuple id) is stored there.
 template <typename OpenIndexes, typename FillRow>
-void InsertRowDirectly(Relation rel, bool check_constraints, OpenIndexes &&open_indexes, FillRow &&fill) {
+void InsertRowDirectly(Relation rel, bool check_constraints, OpenIndexes &&open_indexes, FillRow &&fill,
+                       ItemPointer written = nullptr) {
   TupleDesc desc = RelationGetDescr(rel);
   EState *estate = CreateExecutorState();
   ResultRelInfo *result_rel = makeNode(ResultRelInfo);
@@ -62,6 +64,7 @@ void InsertRowDirectly(Relation rel, bool check_constraints, OpenIndexes &&open_
   table_tuple_insert(rel, slot, GetCurrentCommandId(true), 0, nullptr);
   List *unused = ExecInsertIndexTuples(result_rel, slot, estate, false, false, nullptr, NIL);
   list_free(unused);
+  if (written != nullptr) ItemPointerCopy(&slot->tts_tid, written);
   ExecDropSingleTupleTableSlot(slot);
   ExecCloseIndices(result_rel);
   FreeExecutorState(estate);

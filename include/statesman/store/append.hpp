@@ -31,7 +31,11 @@ Size RevisionHintBytes();
 void AttachRevisionHints();
 
 // The backend's table of revision hints: the shared one when the library was preloaded, else
-// the session's own (64 kB, allocated by the first call). C++: may throw std::bad_alloc.
+// the session's own (96 kB, allocated by the first call). C++: may throw std::bad_alloc.
 store::RevisionHints &RevisionHintTable();
+
+// Whether RevisionHintTable() is the shared table, which every append notes into: only then
+// does a slot hold the latest revision any session appended to an address (docs/design.md §2.4).
+bool RevisionHintsShared();
 
 }  // namespace statesman::pg
