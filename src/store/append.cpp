@@ -829,7 +829,8 @@ AppendResult AppendRecord(AppendRequest &req) {
     });
   }
   NoteAppend();
-  hints.Note(scope, address, latest + 1, ItemPointerIsValid(&written) ? PackRow(written) : 0);
+  hints.Note(scope, address, latest + 1, ItemPointerIsValid(&written) ? PackRow(written) : 0,
+             GetCurrentStatementStartTimestamp());
 
   return Call([&] {
     SPI_finish();

@@ -1,6 +1,6 @@
 // Where the append's revision hints live (include/statesman/store/revision_hints.hpp): with
 // statesman preloaded, one table of kSharedSlots slots in shared memory for every backend
-// (1.5 MB), so that an append finds the revision any session appended to the address last;
+// (4 MB), so that an append finds the revision any session appended to the address last;
 // otherwise a table of kLocalSlots per session, which knows only the session's own appends.
 #include "statesman/store/append.hpp"
 #include "statesman/store/revision_hints.hpp"
@@ -16,7 +16,7 @@ namespace {
 
 using store::RevisionHints;
 
-constexpr size_t kSharedSlots = 65536;
+constexpr size_t kSharedSlots = 131072;
 constexpr size_t kLocalSlots = 4096;
 
 RevisionHints::Slot *shared_slots = nullptr;

@@ -63,6 +63,15 @@ VACUUM statesman.history;
 SELECT pg_relation_size('statesman.history') < :size_full AS cut_short;
 SELECT revision FROM statesman.append('hints', 't', '{"after": "vacuum"}');
 
+-- Many addresses: nearly every one finds its hint the second time (two slots to a bucket).
+SELECT count(*) AS appended FROM generate_series(1, 2000) i, statesman.append('hints', 'm' || i, '{}');
+BEGIN;
+SELECT pg_temp.probes() AS before \gset
+SELECT count(*) AS appended, min(revision), max(revision)
+  FROM generate_series(1, 2000) i, statesman.append('hints', 'm' || i, '{}');
+SELECT pg_temp.probes() - :before < 20 AS nearly_all_from_the_hints;
+COMMIT;
+
 -- TRUNCATE: the ledger's storage is new, and so is every address's first revision.
 TRUNCATE statesman.history;
 SELECT revision FROM statesman.append('hints', 'a', '{"after": "truncate"}');
