@@ -388,9 +388,9 @@ uint64 PackRow(const ItemPointerData &tid) {
 // `snapshot` (read under the address lock, after it was granted). Then that revision is the
 // latest (docs/design.md §2.4): every append notes its revision and row in the address's slot
 // before it commits, while it holds the address lock, so the slot holds the last revision
-// committed unless another address took the slot since (then it holds no row of this address)
-// or the last writer rolled back (then its row is not visible). Plain PostgreSQL code: run it
-// under pg::Call.
+// committed unless a third address of the bucket took the slot since (then it holds no row of
+// this address) or the last writer rolled back (then its row is not visible). Plain PostgreSQL
+// code: run it under pg::Call.
 bool HintHolds(Relation history, const Ledger &ledger, Snapshot snapshot, Datum address,
                const store::RevisionHints::Hint &hint) {
   if (hint.revision <= 0 || hint.where == 0) return false;

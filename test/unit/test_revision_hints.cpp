@@ -52,7 +52,8 @@ int main() {
   CHECK_EQ(hints.Find(kDb, "orders/k1").revision, int64_t{8}, "the newer note replaces the older");
 
   RevisionHints other_backend(slots.get(), kSlots);
-  CHECK_EQ(other_backend.Find(kDb, "orders/k1").revision, int64_t{8}, "a table over the same slots finds another's note");
+  CHECK_EQ(other_backend.Find(kDb, "orders/k1").revision, int64_t{8},
+           "a table over the same slots finds another's note");
   other_backend.Note(kDb, "orders/k1", 9);
   CHECK_EQ(hints.Find(kDb, "orders/k1").revision, int64_t{9}, "and its notes are found by the first");
 

@@ -31,7 +31,7 @@ Size RevisionHintBytes();
 void AttachRevisionHints();
 
 // The backend's table of revision hints: the shared one when the library was preloaded, else
-// the session's own (96 kB, allocated by the first call). C++: may throw std::bad_alloc.
+// the session's own (128 kB, allocated by the first call). C++: may throw std::bad_alloc.
 store::RevisionHints &RevisionHintTable();
 
 // Whether RevisionHintTable() is the shared table, which every append notes into: only then

@@ -3,17 +3,19 @@
 // headers).
 //
 // A fixed table of buckets of two slots, a bucket chosen by a hash of a scope (the database
-// and the ledger's storage) and the address; a slot holds that hash, the revision and where its
-// row was written (a heap tuple id, packed; 0 when unknown). With statesman preloaded the table lives in shared
-// memory and every appending backend notes into it (src/store/revision_hints.cpp), so an append
-// finds the revision that any session appended last; otherwise each session has its own.
-// Finding and noting cost a hash and one cache line: no lock, no allocation.
+// and the ledger's storage) and the address; a slot holds that hash, the revision, where its
+// row was written (a heap tuple id, packed; 0 when unknown) and when it was noted. With
+// statesman preloaded the table lives in shared memory and every appending backend notes into
+// it (src/store/revision_hints.cpp), so an append finds the revision that any session appended
+// last; otherwise each session has its own. Finding and noting cost a hash and one cache line:
+// no lock, no allocation.
 //
-// The three words of a slot are separate atomics, so a reader racing a writer of another
-// address of the slot can pair one address's hash with the other's revision or row, and a third
-// address that falls on a full bucket replaces one of its two. A slot's values are therefore never taken on
-// their word: the append reads the row the hint names and uses the hint only when that row is
-// the address's, at that revision, and visible (docs/design.md §2.4 gives the argument).
+// The words of a slot are separate atomics, so a reader racing a writer of another address of
+// the slot can pair one address's hash with the other's revision or row, and a third address
+// that falls on a full bucket replaces one of its two. A slot's values are therefore never
+// taken on their word: the append reads the row the hint names and uses the hint only when
+// that row is the address's, at that revision, and visible (docs/design.md §2.4 gives the
+// argument).
 #pragma once
 
 #include <atomic>
