@@ -391,13 +391,30 @@ uint64 PackRow(const ItemPointerData &tid) {
 // committed unless a third address of the bucket took the slot since (then it holds no row of
 // this address) or the last writer rolled back (then its row is not visible). Plain PostgreSQL
 // code: run it under pg::Call.
+// Whether block is within the table, the caller holding a lock on it. Asking the kernel
+// (RelationGetNumberOfBlocks, an lseek) on every append was a system call that neither a bare
+// INSERT nor PgQ's insert makes, so the size this process last learnt is asked first: its smgr
+// entry keeps it (smgrnblocks stores what it finds, this process's own extensions add to it), and
+// it can be stale only by being too small, as other processes extend the table. The table only
+// shrinks by a truncation (VACUUM's, under AccessExclusiveLock), and smgrtruncate sends the
+// shared invalidation that closes every process's smgr entry of the table, the remembered size
+// with it, before it touches the file; a process takes in that invalidation when it next locks
+// the table, before it reads it again. This is what heap inserts rely on for the insertion target
+// block that the same entry keeps. A block at or past the remembered size asks the kernel, which
+// also remembers the answer.
+bool BlockWithin(Relation rel, BlockNumber block) {
+  const BlockNumber known = RelationGetSmgr(rel)->smgr_cached_nblocks[MAIN_FORKNUM];
+  if (known != InvalidBlockNumber && block < known) return true;
+  return block < RelationGetNumberOfBlocks(rel);
+}
+
 bool HintHolds(Relation history, const Ledger &ledger, Snapshot snapshot, Datum address,
                const store::RevisionHints::Hint &hint) {
   if (hint.revision <= 0 || hint.where == 0) return false;
   const BlockNumber block = static_cast<BlockNumber>(hint.where >> 16);
   const OffsetNumber offset = static_cast<OffsetNumber>(hint.where & 0xFFFF);
   // A VACUUM can have cut the table short since (after the row was deleted).
-  if (block >= RelationGetNumberOfBlocks(history)) return false;
+  if (!BlockWithin(history, block)) return false;
   HeapTupleData tuple;
   ItemPointerSet(&tuple.t_self, block, offset);
   Buffer buffer = InvalidBuffer;
