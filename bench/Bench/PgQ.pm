@@ -115,7 +115,11 @@ sub pgqd_stop
 	return;
 }
 
-END { pgqd_stop(); }
+END
+{
+	local $?;    # the bench's exit status, which stopping pgqd must not overwrite
+	pgqd_stop();
+}
 
 # ---- the drain ----
 

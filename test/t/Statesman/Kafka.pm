@@ -156,6 +156,7 @@ sub _line
 
 END
 {
+	local $?;    # the script's exit status, which stopping a broker would overwrite
 	$_->stop for grep { $_->{h} } @running;
 }
 

@@ -221,6 +221,7 @@ sub _slurp
 
 END
 {
+	local $?;    # the script's exit status, which waitpid would overwrite
 	for my $n (@running)
 	{
 		next unless $n->{pid};

@@ -261,6 +261,7 @@ sub _slurp
 
 END
 {
+	local $?;    # the script's exit status, which waitpid would overwrite
 	for my $r (@running)
 	{
 		next unless $r->{pid};
