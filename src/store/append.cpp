@@ -384,13 +384,6 @@ uint64 PackRow(const ItemPointerData &tid) {
   return (static_cast<uint64>(ItemPointerGetBlockNumberNoCheck(&tid)) << 16) | ItemPointerGetOffsetNumberNoCheck(&tid);
 }
 
-// Whether the row that `hint` names is the address's row at the hint's revision and visible to
-// `snapshot` (read under the address lock, after it was granted). Then that revision is the
-// latest (docs/design.md §2.4): every append notes its revision and row in the address's slot
-// before it commits, while it holds the address lock, so the slot holds the last revision
-// committed unless a third address of the bucket took the slot since (then it holds no row of
-// this address) or the last writer rolled back (then its row is not visible). Plain PostgreSQL
-// code: run it under pg::Call.
 // Whether block is within the table, the caller holding a lock on it. Asking the kernel
 // (RelationGetNumberOfBlocks, an lseek) on every append was a system call that neither a bare
 // INSERT nor PgQ's insert makes, so the size this process last learnt is asked first: its smgr
@@ -408,6 +401,13 @@ bool BlockWithin(Relation rel, BlockNumber block) {
   return block < RelationGetNumberOfBlocks(rel);
 }
 
+// Whether the row that `hint` names is the address's row at the hint's revision and visible to
+// `snapshot` (read under the address lock, after it was granted). Then that revision is the
+// latest (docs/design.md §2.4): every append notes its revision and row in the address's slot
+// before it commits, while it holds the address lock, so the slot holds the last revision
+// committed unless a third address of the bucket took the slot since (then it holds no row of
+// this address) or the last writer rolled back (then its row is not visible). Plain PostgreSQL
+// code: run it under pg::Call.
 bool HintHolds(Relation history, const Ledger &ledger, Snapshot snapshot, Datum address,
                const store::RevisionHints::Hint &hint) {
   if (hint.revision <= 0 || hint.where == 0) return false;
