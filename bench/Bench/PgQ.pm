@@ -115,11 +115,7 @@ sub pgqd_stop
 	return;
 }
 
-END
-{
-	local $?;    # the bench's exit status, which stopping pgqd must not overwrite
-	pgqd_stop();
-}
+END { pgqd_stop(); }
 
 # ---- the drain ----
 

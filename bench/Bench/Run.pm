@@ -99,7 +99,8 @@ sub start_cluster
 # touch of each page of shared memory makes the kernel zero it; on this virtual machine that cost
 # about a fifth of a `table` sink drain's CPU (perf: clear_page under hugetlb_fault), paid by
 # whichever workload first wrote into new buffers, so the figures depended on the order of the
-# parts and the runs. Called after every start and restart; it takes about 4 s per GB here.
+# parts and the runs. Called after every start and restart; here it took 16-19 s for 4 GB and
+# 11 s for 1 GB.
 sub warm_shared_memory
 {
 	my ($self, $node) = @_;
