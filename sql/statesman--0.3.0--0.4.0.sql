@@ -1088,7 +1088,7 @@ CREATE TABLE statesman.ticks (
     created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 CREATE INDEX ticks_base ON statesman.ticks (base);
-CREATE INDEX ticks_range ON statesman.ticks USING gist (pg_catalog.int8range(lo, hi + 1));
+CREATE INDEX ticks_hi ON statesman.ticks (hi, lo);
 CREATE INDEX ticks_anchors ON statesman.ticks (tick_id) WHERE hi < lo;
 -- The chain's start: the next position is above every one 0.3.0 gave.
 INSERT INTO statesman.ticks (tick_id, base, lo, hi, last_id, xid, snap, prev_snap, system_id)
@@ -1130,9 +1130,10 @@ CREATE FUNCTION statesman._position_of(id bigint, txid xid8, legacy_position big
     AS $$
     SELECT COALESCE($3,
         (SELECT t.base + ($1 - t.lo) FROM statesman.ticks t
-         WHERE pg_catalog.int8range(t.lo, t.hi + 1) @> $1
+         WHERE t.hi >= $1 AND t.lo <= $1
            AND (t.snap IS NULL
                 OR (pg_visible_in_snapshot($2, t.snap) AND NOT pg_visible_in_snapshot($2, t.prev_snap)))
+         ORDER BY t.hi
          LIMIT 1))
 $$;
 COMMENT ON FUNCTION statesman._position_of(bigint, xid8, bigint) IS

@@ -4,7 +4,7 @@
 
 -- One record's feed position: the stored one from before 0.4.0, else base + (id - lo) of the
 -- tick holding it (NULL while no tick holds it yet). The ticks whose range holds the id are
--- found through ticks_range; exactly one of them holds the record.
+-- found through ticks_hi; exactly one of them holds the record.
 CREATE FUNCTION statesman._position_of(id bigint, txid xid8, legacy_position bigint) RETURNS bigint
     LANGUAGE sql STABLE
     SET search_path = pg_catalog, pg_temp
@@ -14,9 +14,10 @@ CREATE FUNCTION statesman._position_of(id bigint, txid xid8, legacy_position big
     AS $$
     SELECT COALESCE($3,
         (SELECT t.base + ($1 - t.lo) FROM statesman.ticks t
-         WHERE pg_catalog.int8range(t.lo, t.hi + 1) @> $1
+         WHERE t.hi >= $1 AND t.lo <= $1
            AND (t.snap IS NULL
                 OR (pg_visible_in_snapshot($2, t.snap) AND NOT pg_visible_in_snapshot($2, t.prev_snap)))
+         ORDER BY t.hi
          LIMIT 1))
 $$;
 COMMENT ON FUNCTION statesman._position_of(bigint, xid8, bigint) IS

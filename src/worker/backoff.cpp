@@ -2,6 +2,7 @@
 #include "statesman/worker/backoff.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace statesman::worker {
 
@@ -40,15 +41,27 @@ bool WarningLimiter::Allow(Millis now, int64_t *suppressed) {
 }
 
 namespace {
-constexpr double kGatherPerRate = 1.5;  // ms of gathering per position a millisecond
+constexpr double kRateMemoryUs = 50000;   // a tick's count weighs e^-1 after this long
+constexpr double kGatherPerRate = 1.5;    // ms of gathering per position a millisecond, up to:
+constexpr double kSteepFromPerMs = 1.3;   // positions a millisecond, and above it:
+constexpr double kGatherPerRateAbove = 6;  // ms per position a millisecond
 constexpr Millis kGatherMinMs = 1;
 constexpr Millis kGatherMaxMs = 10;
 }  // namespace
 
-Millis GatherMillis(int64_t positions, int64_t elapsed_us) {
-  double per_ms = static_cast<double>(std::max<int64_t>(positions, 0)) * 1000.0 /
-                  static_cast<double>(std::max<int64_t>(elapsed_us, 1));
-  double gather = std::min(kGatherPerRate * per_ms, static_cast<double>(kGatherMaxMs));
+void PositionRate::Note(int64_t positions, int64_t elapsed_us) {
+  double elapsed = static_cast<double>(std::max<int64_t>(elapsed_us, 1));
+  double keep = std::exp(-elapsed / kRateMemoryUs);
+  positions_ = positions_ * keep + static_cast<double>(std::max<int64_t>(positions, 0));
+  elapsed_us_ = elapsed_us_ * keep + elapsed;
+}
+
+double PositionRate::PerMs() const { return elapsed_us_ > 0 ? positions_ * 1000.0 / elapsed_us_ : 0; }
+
+Millis GatherMillis(double per_ms) {
+  double gather = kGatherPerRate * std::min(per_ms, kSteepFromPerMs) +
+                  kGatherPerRateAbove * std::max(per_ms - kSteepFromPerMs, 0.0);
+  gather = std::min(gather, static_cast<double>(kGatherMaxMs));
   return std::max<Millis>(static_cast<Millis>(gather), kGatherMinMs);
 }
 

@@ -235,6 +235,7 @@ void DatabaseLoop() {
   int64 head = 0;
   int64 last_supervised = 0;
   int64 last_tick_began = 0;  // when the last tick that found records began (NowMicros)
+  worker::PositionRate rate;
   for (;;) {
     if (!HandleInterrupts()) break;
     // Under a stream of appends, let a few commits gather before the next tick rather than
@@ -253,7 +254,8 @@ void DatabaseLoop() {
       if (!Sequence(&head)) break;
       int64 since_last = began - last_tick_began;
       last_tick_began = began;
-      SleepWithoutHints(worker::GatherMillis(head - before, since_last));
+      rate.Note(head - before, since_last);
+      SleepWithoutHints(worker::GatherMillis(rate.PerMs()));
       if (!HandleInterrupts()) break;
       ResetHints();
       // A steady stream of appends keeps every run busy: supervise on time all the same.

@@ -2,9 +2,12 @@
 // deadline under the lease, the rate limit on failure warnings, the gathering between ticks.
 #include "statesman/worker/backoff.hpp"
 
+#include <cmath>
+
 #include "tap.hpp"
 
 using statesman::worker::GatherMillis;
+using statesman::worker::PositionRate;
 using statesman::worker::LeaseClock;
 using statesman::worker::Millis;
 using statesman::worker::OutboxSettings;
@@ -105,19 +108,57 @@ static void TestWarningLimiter() {
   CHECK_EQ(suppressed, int64_t{1}, "WarningLimiter: the count restarts after each warning let through");
 }
 
-// The database worker's gathering between ticks: 1.5 ms per position a millisecond, 1 to 10 ms.
+// The database worker's gathering between ticks: 1.5 ms per position a millisecond up to 1.3 a
+// millisecond, 6 ms per position a millisecond above, 1 to 10 ms, whole milliseconds down.
 static void TestGatherMillis() {
-  CHECK_EQ(GatherMillis(1, 5000000), Millis{1}, "GatherMillis: one position after a quiet spell waits 1 ms");
-  CHECK_EQ(GatherMillis(0, 1000), Millis{1}, "GatherMillis: never less than 1 ms");
-  CHECK_EQ(GatherMillis(2, 2000), Millis{1}, "GatherMillis: 1,000 a second: 1.5 ms, whole milliseconds down");
-  CHECK_EQ(GatherMillis(4, 2000), Millis{3}, "GatherMillis: 2,000 a second waits 3 ms");
-  CHECK_EQ(GatherMillis(15, 5000), Millis{4}, "GatherMillis: 3,000 a second waits 4 ms");
-  CHECK_EQ(GatherMillis(100, 10000), Millis{10}, "GatherMillis: 10,000 a second is capped at 10 ms");
-  CHECK_EQ(GatherMillis(1000000, 1), Millis{10}, "GatherMillis: a huge rate stays at the cap");
-  CHECK_EQ(GatherMillis(5, 0), Millis{10}, "GatherMillis: no time elapsed counts as a microsecond (no division by 0)");
-  CHECK_EQ(GatherMillis(-3, 1000), Millis{1}, "GatherMillis: a head that went back waits 1 ms");
-  // The rate, not the tick's size: 40 positions over 40 ms is 1,000 a second.
-  CHECK_EQ(GatherMillis(40, 40000), Millis{1}, "GatherMillis: a big tick after a long gap is a slow rate");
+  CHECK_EQ(GatherMillis(0.0), Millis{1}, "GatherMillis: never less than 1 ms");
+  CHECK_EQ(GatherMillis(0.2), Millis{1}, "GatherMillis: 200 a second waits 1 ms");
+  CHECK_EQ(GatherMillis(1.0), Millis{1}, "GatherMillis: 1,000 a second: 1.5 ms, whole milliseconds down");
+  CHECK_EQ(GatherMillis(1.3), Millis{1}, "GatherMillis: 1,300 a second: 1.95 ms, still 1 ms");
+  CHECK_EQ(GatherMillis(1.5), Millis{3}, "GatherMillis: 1,500 a second: 1.95 + 1.2 ms");
+  CHECK_EQ(GatherMillis(2.0), Millis{6}, "GatherMillis: 2,000 a second: 1.95 + 4.2 ms");
+  CHECK_EQ(GatherMillis(2.6), Millis{9}, "GatherMillis: 2,600 a second: 9.75 ms");
+  CHECK_EQ(GatherMillis(3.0), Millis{10}, "GatherMillis: 3,000 a second is capped at 10 ms");
+  CHECK_EQ(GatherMillis(1e9), Millis{10}, "GatherMillis: a huge rate stays at the cap");
+  CHECK_EQ(GatherMillis(-3.0), Millis{1}, "GatherMillis: a negative rate waits 1 ms");
+}
+
+// The rate the gathering follows: positions over time, the older ticks weighing less.
+static void TestPositionRate() {
+  PositionRate none;
+  CHECK_EQ(none.PerMs(), 0.0, "PositionRate: no tick yet is a rate of 0");
+
+  // A steady 1,000 a second, ticked every 2 ms: 1 a millisecond.
+  PositionRate steady;
+  for (int i = 0; i < 100; ++i) steady.Note(2, 2000);
+  CHECK(std::fabs(steady.PerMs() - 1.0) < 1e-9, "PositionRate: 2 positions every 2 ms is 1 a millisecond");
+
+  // A few commits that fall into one short gathering are no burst: 5 positions in 2 ms after a
+  // steady 1,000 a second raise the rate by less than a tenth, where that tick alone says 2.5.
+  steady.Note(5, 2000);
+  CHECK(steady.PerMs() < 1.1, "PositionRate: one full tick barely moves a steady rate");
+  CHECK_EQ(GatherMillis(steady.PerMs()), Millis{1}, "PositionRate: so the gathering stays at 1 ms");
+
+  // A change of load shows within some tens of milliseconds: 2,000 a second after 1,000.
+  for (int i = 0; i < 50; ++i) steady.Note(12, 6000);
+  CHECK(std::fabs(steady.PerMs() - 2.0) < 0.05, "PositionRate: 300 ms at 2,000 a second reads as 2 a millisecond");
+
+  // After a quiet spell the past is forgotten: one position after 5 s is a slow rate.
+  steady.Note(1, 5000000);
+  CHECK(steady.PerMs() < 0.001, "PositionRate: a tick after 5 s of quiet is a slow rate, whatever came before");
+  CHECK_EQ(GatherMillis(steady.PerMs()), Millis{1}, "PositionRate: and waits 1 ms");
+
+  // The rate, not the tick's size: 40 positions over 40 ms after a quiet spell is 1,000 a second.
+  PositionRate big;
+  big.Note(40, 40000);
+  CHECK(std::fabs(big.PerMs() - 1.0) < 1e-9, "PositionRate: a big tick after a long gap is a slow rate");
+
+  // Odd inputs: a head that went back counts as no position, no time elapsed as a microsecond.
+  PositionRate odd;
+  odd.Note(-3, 1000);
+  CHECK_EQ(odd.PerMs(), 0.0, "PositionRate: a head that went back adds no position");
+  odd.Note(5, 0);
+  CHECK(std::isfinite(odd.PerMs()), "PositionRate: no time elapsed divides by no 0");
 }
 
 int main() {
@@ -127,5 +168,6 @@ int main() {
   TestLeaseClock();
   TestWarningLimiter();
   TestGatherMillis();
+  TestPositionRate();
   return unit::Done();
 }

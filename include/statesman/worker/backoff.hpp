@@ -72,17 +72,33 @@ class WarningLimiter {
   int64_t held_back_ = 0;
 };
 
-// The database worker's wait after a tick that found records, before the next one: one and a
-// half milliseconds per position a millisecond, from 1 ms up to 10 ms, the rate being the
-// tick's `positions` over the `elapsed_us` microseconds since the tick before it that found
-// records began. A quiet or moderately busy feed (up to about 1,300 appends a second) ticks
-// after 1 ms, 3,000 a second after 4 ms (some 13 positions a tick), 7,000 a second or more
-// after 10 ms. Each tick costs a row of statesman.ticks, its index entries and its commit, about
-// 500 bytes of WAL: ticking every millisecond under a stream of appends spent more WAL and CPU
-// on ticks than the records' own index entries. A wait that grew with the positions of the last
-// tick alone (a quarter of a millisecond each) kept the worker ticking every millisecond or two
-// at any rate under 4,000 a second. At 1,000 a second this one waits 1 or 2 ms (docs/feed.md
-// "What the ticks cost").
-Millis GatherMillis(int64_t positions, int64_t elapsed_us);
+// The rate at which a feed's positions come, as the database worker sees it from tick to tick:
+// an average that forgets with time (a tick's count weighs e^-1 after 50 ms), so that it follows
+// a change of load within some tens of milliseconds, yet a few commits that happen to fall
+// into one short gathering do not look like a burst.
+class PositionRate {
+ public:
+  // A tick found `positions` new positions, `elapsed_us` microseconds after the tick before it
+  // that found some began.
+  void Note(int64_t positions, int64_t elapsed_us);
+  // Positions a millisecond (0 before the first tick).
+  double PerMs() const;
+
+ private:
+  double positions_ = 0;
+  double elapsed_us_ = 0;
+};
+
+// The database worker's wait after a tick that found records, before the next one, at a rate of
+// `per_ms` positions a millisecond: one and a half milliseconds per position a millisecond up to
+// 1,300 a second (a wait of 1 ms, whole milliseconds down), six more per position a millisecond
+// above that, from 1 ms up to 10 ms. So a quiet or moderately busy feed (up to about 1,300
+// appends a second) ticks after 1 ms; 2,000 a second after 6 ms (some 13 positions a tick);
+// 2,650 a second or more after 10 ms. Each tick costs a row of statesman.ticks, its index entries
+// and its commit, about 400 bytes of WAL. With a slope of one and a half throughout, 2,000 a second
+// waited 2 or 3 ms and a tick held some five records: 75 bytes of tick per record, a sixth of the
+// record's own WAL. The steeper part starts above 1,000 a second so that a feed at that rate
+// ticks as often as it did (docs/feed.md "What the ticks cost").
+Millis GatherMillis(double per_ms);
 
 }  // namespace statesman::worker
