@@ -41,9 +41,9 @@ bool WarningLimiter::Allow(Millis now, int64_t *suppressed) {
 }
 
 namespace {
-constexpr double kRateMemoryUs = 50000;   // a tick's count weighs e^-1 after this long
-constexpr double kGatherPerRate = 1.5;    // ms of gathering per position a millisecond, up to:
-constexpr double kSteepFromPerMs = 1.3;   // positions a millisecond, and above it:
+constexpr double kRateMemoryUs = 50000;    // a tick's count weighs e^-1 after this long
+constexpr double kGatherPerRate = 1.5;     // ms of gathering per position a millisecond, up to:
+constexpr double kSteepFromPerMs = 1.3;    // positions a millisecond, and above it:
 constexpr double kGatherPerRateAbove = 6;  // ms per position a millisecond
 constexpr Millis kGatherMinMs = 1;
 constexpr Millis kGatherMaxMs = 10;

@@ -7,10 +7,10 @@
 #include "tap.hpp"
 
 using statesman::worker::GatherMillis;
-using statesman::worker::PositionRate;
 using statesman::worker::LeaseClock;
 using statesman::worker::Millis;
 using statesman::worker::OutboxSettings;
+using statesman::worker::PositionRate;
 using statesman::worker::RetryDelay;
 using statesman::worker::ShouldPark;
 using statesman::worker::WarningLimiter;
