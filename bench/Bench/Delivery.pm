@@ -13,7 +13,8 @@
 # For the `redis` and `postgres` sinks it starts a redis-server (Statesman::Redis) and a second
 # PostgreSQL cluster (the remote) on loopback; both are stopped at exit.
 #
-# Results in $R->{delivery}: n (the backlog), read_rates, drain_rates, drain_e2e, drain_start,
+# Results in $R->{delivery}: n (the backlog), read_rates, drain_rates, insert_rates (the same
+# rows inserted by SQL), drain_e2e, drain_start,
 # drain_hwm, drain_anon, drain_pids (one value per run), sink_rates{redis|postgres},
 # sink_e2e{…}, xadd_rates, xadd_bytes, read_msg_bytes, read_parts{step}, lease{trips, window,
 # pids}; and $R->{lat}{label} = [n, p50, p95, p99, max, pub_p50, pub_p99, tx_latency_ms,
@@ -235,7 +236,52 @@ SQL
 		  . ' records/s counting that); dispatcher peak RSS ' . sprintf('%.0f', $hwm / 1024)
 		  . ' MB, of it shared memory ≤ ' . sprintf('%.0f', $shmem / 1024) . ' MB, private ≤ '
 		  . sprintf('%.1f', $anon / 1024) . ' MB');
+	insert_run($b, $R, $r, $total);
 	$b->q("SELECT statesman.drop_outbox('drain_$r');\nDROP TABLE bench.drain_$r");
+	return;
+}
+
+# What this machine gives the sink's inserts alone: the rows drain run $r delivered, inserted by
+# SQL into a fresh table of the same shape in pages of 1,000 (each its own transaction, from an
+# index on their positions, built first and not counted), nothing read from the ledger or
+# built. Rate = rows / (commit of the last page − start of the first), as the drain's.
+sub insert_run
+{
+	my ($b, $R, $r, $total) = @_;
+	my $D = $R->{delivery};
+	$b->q(<<"SQL");
+CREATE INDEX drain_${r}_position ON bench.drain_$r (global_position);
+CREATE TABLE bench.insert_$r (LIKE bench.drain_$r INCLUDING DEFAULTS INCLUDING CONSTRAINTS);
+ALTER TABLE bench.insert_$r ADD PRIMARY KEY (message_id);
+CHECKPOINT;
+DO \$\$
+DECLARE
+    after bigint := -1;
+    last bigint;
+BEGIN
+    LOOP
+        WITH page AS (
+            INSERT INTO bench.insert_$r (message_id, global_position, message)
+            SELECT message_id, global_position, message FROM bench.drain_$r
+            WHERE global_position > after ORDER BY global_position LIMIT $READ_PAGE
+            RETURNING global_position)
+        SELECT max(global_position) INTO last FROM page;
+        EXIT WHEN last IS NULL;
+        after := last;
+        COMMIT;
+    END LOOP;
+END
+\$\$;
+SQL
+	my ($n, $rate, $secs) = $b->row("
+    SELECT count(*), round(count(*) / extract(epoch FROM max(pg_xact_commit_timestamp(xmin)) - min(published_at))),
+           round(extract(epoch FROM max(pg_xact_commit_timestamp(xmin)) - min(published_at))::numeric, 2)
+    FROM bench.insert_$r");
+	$b->fail("bench: insert run $r inserted $n rows of $total") if $n != $total;
+	push @{ $D->{insert_rates} }, $rate;
+	$b->say("  [insert $r] the same " . fmt_int($n) . " rows inserted by SQL in pages of $READ_PAGE in $secs s = "
+		  . fmt_int($rate) . ' rows/s');
+	$b->q("DROP TABLE bench.insert_$r");
 	return;
 }
 
@@ -637,7 +683,14 @@ sub report
 	push @o, "| drain of a $N-record backlog to the `table` sink, records/s, median (min–max) of $s->{drain_runs} runs | "
 	  . fmt_cell(@m) . ' | ≥ 150,000 | ' . verdict($m[0], $TABLE_TARGET) . ' | runs: ' . _runs(@{ $D->{drain_rates} })
 	  . '; counted from `create_outbox` (dispatcher start included, first page after ' . dot_list(@{ $D->{drain_start} })
-	  . ' s): median ' . fmt_int($e2e) . ' records/s |';
+	  . ' s): median ' . fmt_int($e2e) . ' records/s'
+	  . (@{ $D->{insert_rates} // [] }
+		? '; the same rows inserted by SQL into a fresh table of the same shape, pages of '
+		  . "$READ_PAGE, nothing read or built (this machine's limit for the sink's inserts): "
+		  . rate_cell(@{ $D->{insert_rates} }) . ' rows/s, the drain '
+		  . ratio(med(@{ $D->{drain_rates} }), med(@{ $D->{insert_rates} })) . '× that'
+		: '')
+	  . ' |';
 	my @x = stats(@{ $D->{xadd_rates} });
 	for my $sink (qw(redis postgres))
 	{
