@@ -95,10 +95,10 @@ class PositionRate {
 // above that, from 1 ms up to 10 ms. So a quiet or moderately busy feed (up to about 1,300
 // appends a second) ticks after 1 ms; 2,000 a second after 6 ms (some 13 positions a tick);
 // 2,650 a second or more after 10 ms. Each tick costs a row of statesman.ticks, its index entries
-// and its commit, about 400 bytes of WAL. With a slope of one and a half throughout, 2,000 a second
-// waited 2 or 3 ms and a tick held some five records: 75 bytes of tick per record, a sixth of the
-// record's own WAL. The steeper part starts above 1,000 a second so that a feed at that rate
-// ticks as often as it did (docs/feed.md "What the ticks cost").
+// and its commit, about 400 bytes of WAL. With a slope of one and a half throughout, 1,900 a second
+// waited 2 ms and a tick held some seven records (measured): about 75 bytes of WAL per record
+// over the record's own 490. The steeper part starts above 1,300 a second, so that at 1,000 a
+// second (where latency is measured) the wait stays 1 ms (docs/feed.md "What the ticks cost").
 Millis GatherMillis(double per_ms);
 
 }  // namespace statesman::worker
