@@ -86,6 +86,7 @@ my @settings = (
 	'synchronous_commit = on',
 	'log_checkpoints = on',
 	'statesman.enabled = off',
+	'track_wal_io_timing = on',    # the append part's flush times (pg_stat_wal)
 	'statesman.naptime = 1s',
 	'max_worker_processes = 16',
 	"huge_pages = $huge");

@@ -187,6 +187,26 @@ SQL
 	return ($t_first - $t_end, $n_first, $t_done - $t_end, $lsn);
 }
 
+# The WAL flushes so far (pg_stat_wal, the cluster's every process): (count, milliseconds spent
+# in them; track_wal_io_timing is on in the bench's cluster).
+sub flushes
+{
+	my ($b) = @_;
+	return $b->row('SELECT wal_sync, wal_sync_time FROM pg_stat_wal');
+}
+
+# The order of the workloads in round $r of mode $mode. With the worker on, each round starts
+# one place further along @WORKLOADS, so that no workload always runs right after another's
+# DROP EXTENSION or TRUNCATE, or always last in its round. With the worker off, statesman runs
+# last in every round: its last run's records are the backlog of sequence_feed.
+sub round_order
+{
+	my ($mode, $r) = @_;
+	return @WORKLOADS if $mode ne 'on';
+	my $k = ($r - 1) % @WORKLOADS;
+	return (@WORKLOADS[ $k .. $#WORKLOADS ], @WORKLOADS[ 0 .. $k - 1 ]);
+}
+
 # The rounds of one mode: `on` (the worker on, pgqd ticking) or `off` (neither), $runs per cell.
 sub rounds
 {
@@ -214,7 +234,7 @@ sub rounds
 		{
 			for my $r (1 .. $runs)
 			{
-				for my $w (@WORKLOADS)
+				for my $w (round_order($mode, $r))
 				{
 					reset_tables($b, $R);
 					my $lsn0 = $b->q('SELECT pg_current_wal_insert_lsn()');
@@ -223,12 +243,14 @@ sub rounds
 						my $h = $b->q('SELECT COALESCE(statesman.head_position(), 0)');
 						$b->fail("bench: a fresh statesman has head position $h") unless $h == 0;
 					}
+					my @f0 = flushes($b);
 					my $s0 = $b->snapshot;
 					my ($t, $ntx) = run_pgbench($b, $R, $w, $sync, $s->{secs}, $c);
 					my $t_end = time;
 					my $s1    = $b->snapshot;
 					my ($first, $nwait, $lag, $lsn1) = settle($b, $R, $w, $mode, $t_end);
 					my $s2 = $b->snapshot;
+					my @f1 = flushes($b);
 					if ($mode eq 'on' && $w eq 'statesman')
 					{
 						# Every record has a position: ntx distinct positive positions.
@@ -246,12 +268,19 @@ sub rounds
 					push @{ $A->{first}{$k} },   sprintf('%.0f', $first * 1000);
 					push @{ $A->{waiting}{$k} }, $nwait;
 					push @{ $A->{others}{"$c/$sync"} }, $o;
+					my ($nf, $fms) = ($f1[0] - $f0[0], $f1[1] - $f0[1]);
+					push @{ $A->{flushes}{$k} },  sprintf('%.3f', $nf / ($ntx > 0 ? $ntx : 1));
+					push @{ $A->{flush_ms}{$k} }, sprintf('%.3f', $nf > 0 ? $fms / $nf : 0);
+					# The run's time outside the WAL flushes, per transaction: pgbench's elapsed
+					# time (transactions / tx/s) less the time a flush was under way.
+					push @{ $A->{outside}{$k} }, sprintf('%.1f', $t > 0 ? (($ntx / $t) * 1000 - $fms) / ($ntx > 0 ? $ntx : 1) * 1000 : 0);
 					$n++;
 					my $feed = ($mode eq 'on' && $w ne 'baseline')
 					  ? sprintf('   in the feed %.0f ms after the end (%s waiting then)', $lag * 1000, fmt_int($nwait))
 					  : '';
-					$b->say(sprintf('  [%s %d/%d] %s clients  synchronous_commit=%s  run %d/%d  %-9s %7s tx/s   %s µs CPU/record   %s WAL bytes/record%s   (other processes: %s%% CPU)',
-							$mode, $n, $total, $c, $sync, $r, $runs, $w, fmt_int($t), $cpu, $wal, $feed, $o));
+					$b->say(sprintf('  [%s %d/%d] %s clients  synchronous_commit=%s  run %d/%d  %-9s %7s tx/s   %s µs CPU/record   %s WAL bytes/record   %s WAL flushes/record of %s ms%s   (other processes: %s%% CPU)',
+							$mode, $n, $total, $c, $sync, $r, $runs, $w, fmt_int($t), $cpu, $wal,
+							$A->{flushes}{$k}[-1], $A->{flush_ms}{$k}[-1], $feed, $o));
 				}
 			}
 		}
@@ -439,6 +468,33 @@ sub _per_record_table
 	return @o;
 }
 
+# The WAL flushes of mode $mode's runs: how many a record, how long each took, and the time of a
+# transaction outside them. With few clients at synchronous_commit on a transaction mostly waits
+# for its commit's flush, so a run's tx/s follows how fast the disk flushed during it; the time
+# outside the flushes is the part the workload itself decides.
+sub _flush_table
+{
+	my ($b, $R, $mode) = @_;
+	my $A  = $R->{A}{$mode};
+	my @o  = (
+		'| clients | synchronous_commit | WAL flushes per record: statesman / PgQ / bare INSERT, medians | ms per flush, each run: statesman | PgQ | bare INSERT | µs per transaction outside the flushes, each run: statesman | PgQ | bare INSERT | statesman ÷ bare INSERT of that time, paired (each pair) |',
+		'|---|---|---|---|---|---|---|---|---|---|---|');
+	for my $c (@{ $b->s->{append_clients} })
+	{
+		for my $sync (qw(on off))
+		{
+			my $k = "$c/$sync";
+			my ($r, $per) = _paired($A, 'outside', $k, 'statesman', 'baseline');
+			push @o, "| $c | $sync | "
+			  . join(' / ', map { med(@{ $A->{flushes}{"$k/$_"} }) } qw(statesman pgq baseline)) . ' | '
+			  . join(' | ', map { dot_list(@{ $A->{flush_ms}{"$k/$_"} }) } qw(statesman pgq baseline)) . ' | '
+			  . join(' | ', map { dot_list(@{ $A->{outside}{"$k/$_"} }) } qw(statesman pgq baseline)) . ' | '
+			  . sprintf('%.2f', $r) . "× ($per) |";
+		}
+	}
+	return @o;
+}
+
 # When the worker-on rounds' records were in the feed.
 sub _feed_table
 {
@@ -469,7 +525,7 @@ sub report
 	my $pgq_version = $b->q('SELECT pgq.version()');
 	my @o;
 	push @o, '', '### Append, worker on (the headline)', '',
-	  "- pgbench: `-n -M prepared -c N -j N -T $s->{secs}` with N = @ac clients, $s->{runs} run(s) per cell, in rounds of bare INSERT, PgQ, statesman (a statesman run is paired with the bare INSERT run and the PgQ run of its round), $s->{warmup} s warm-up of each first; `synchronous_commit` per session via `PGOPTIONS='-c synchronous_commit=on|off'`",
+	  "- pgbench: `-n -M prepared -c N -j N -T $s->{secs}` with N = @ac clients, $s->{runs} run(s) per cell, in rounds of the three workloads (a statesman run is paired with the bare INSERT run and the PgQ run of its round), the first round bare INSERT, PgQ, statesman and each next one starting one workload further on (PgQ, statesman, bare INSERT; then statesman, bare INSERT, PgQ), $s->{warmup} s warm-up of each first; `synchronous_commit` per session via `PGOPTIONS='-c synchronous_commit=on|off'`",
 	  "- as deployed: statesman's background worker on (`statesman.enabled = on`; it sequences the records while they are appended; no outbox), and pgqd running with its defaults (`ticker_period` 1 s; the queue's `ticker_max_count` 500, `ticker_max_lag` 3 s), both for every run of these rounds",
 	  "- workloads: payload a $R->{payload_bytes}-byte JSON object (random fields), addresses drawn at random from "
 	  . fmt_int($s->{addresses}) . ';',
@@ -482,10 +538,13 @@ sub report
 	  '', '#### Append tx/s vs bare INSERT, worker on', '', _tps_table($b, $R, 'on', 'baseline'),
 	  '', '#### Append tx/s vs PgQ `insert_event` with pgqd, worker on', '', _tps_table($b, $R, 'on', 'pgq'),
 	  '', '#### WAL and CPU per record, sequencing included, worker on', '', _per_record_table($b, $R, 'on'),
+	  '', '#### WAL flushes, worker on', '',
+	  '- from `pg_stat_wal` (`track_wal_io_timing` on) before and after each run, every process of the cluster: flushes per record, the mean time of a flush, and the run\'s time outside the flushes per transaction (pgbench\'s elapsed time less the time flushes took, over its transactions): at `synchronous_commit` on with few clients a run\'s tx/s follows how fast the disk flushed during it, and this time is the part the workload itself decides (informational, no target)',
+	  '', _flush_table($b, $R, 'on'),
 	  '', '#### When the records were in the feed, worker on', '', _feed_table($b, $R);
 	return @o unless $R->{A}{off};
 	push @o, '', '### Append, worker off (breakdown)', '',
-	  "- the append alone, not the headline: the same rounds ($s->{worker_off_runs} run(s) per cell, BENCH_WORKER_OFF_RUNS) after the worker-on ones, with `statesman.enabled = off` (nothing sequences the records while the writers run) and no pgqd (PgQ's queue `bench` has no ticker: an insert does not wait for one); the WAL per record is the run's own (no sequencing, no ticks); the last statesman run's records are the backlog of `sequence_feed` below",
+	  "- the append alone, not the headline: the same rounds ($s->{worker_off_runs} run(s) per cell, BENCH_WORKER_OFF_RUNS) after the worker-on ones, each in the order bare INSERT, PgQ, statesman, with `statesman.enabled = off` (nothing sequences the records while the writers run) and no pgqd (PgQ's queue `bench` has no ticker: an insert does not wait for one); the WAL per record is the run's own (no sequencing, no ticks); the last statesman run's records are the backlog of `sequence_feed` below",
 	  '', '#### Append tx/s vs bare INSERT, worker off (breakdown)', '', _tps_table($b, $R, 'off', 'baseline'),
 	  '', '#### Append tx/s vs PgQ `insert_event`, no ticker, worker off (breakdown)', '', _tps_table($b, $R, 'off', 'pgq'),
 	  '', '#### WAL and CPU per record, worker off (breakdown)', '', _per_record_table($b, $R, 'off'),

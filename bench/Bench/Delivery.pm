@@ -432,7 +432,7 @@ sub read_drains
 #                 message built by statesman._message as jsonb), the message rendered to text
 #   message_text  the same with statesman._message_text (the JSON text written directly, as
 #                 for the sinks outside the database) instead of jsonb rendered to text
-#   read_feed     read_feed itself (PL/pgSQL, its checks, the set it returns)
+#   read_feed     read_feed itself (in C: its checks, the head it reads up to, the result set it materializes)
 sub read_breakdown
 {
 	my ($b, $R, $total) = @_;
@@ -589,10 +589,10 @@ sub summary
 	my @o;
 	if ($P && @{ $P->{read_rates} // [] })
 	{
-		push @o, "| 2 | drain of $N records, pages of $READ_PAGE: `read_feed` vs PgQ `next_batch`/`get_batch_events`/`finish_batch` (rows rendered to text), records/s | "
-		  . rate_cell(@{ $D->{read_rates} }) . ' | ' . rate_cell(@{ $P->{read_rates} }) . ' | '
-		  . ratio(med(@{ $D->{read_rates} }), med(@{ $P->{read_rates} })) . '× | ≥ 1.00× | '
-		  . verdict(med(@{ $D->{read_rates} }), med(@{ $P->{read_rates} })) . ' |',
+		my ($rat, $how, $rates) = Bench::PgQ::read_feed_vs_pgq($R);
+		push @o, "| 2 | drain of $N records, pages of $READ_PAGE: `read_feed` vs PgQ `next_batch`/`get_batch_events`/`finish_batch` (rows rendered to text), records/s ($how) | "
+		  . rate_cell(@$rates) . ' | ' . rate_cell(@{ $P->{read_rates} }) . ' | '
+		  . sprintf('%.2f', $rat) . '× | ≥ 1.00× | ' . verdict($rat, 1) . ' |',
 		  "| 2 | drain of $N records to the `table` sink vs PgQ's batches inserted into a table of the same shape, records/s | "
 		  . rate_cell(@{ $D->{drain_rates} }) . ' | ' . rate_cell(@{ $P->{table_rates} }) . ' | '
 		  . ratio(med(@{ $D->{drain_rates} }), med(@{ $P->{table_rates} })) . '× | ≥ 150,000/s | '
@@ -674,7 +674,8 @@ sub report
 	  '', '| measurement | result | target | met | notes |', '|---|---|---|---|---|';
 	my @m = stats(@{ $D->{read_rates} });
 	my $P = $R->{pgq};
-	my $read_met = ($P && @{ $P->{read_rates} // [] }) ? verdict($m[0], med(@{ $P->{read_rates} })) : '—';
+	my ($read_rat) = Bench::PgQ::read_feed_vs_pgq($R);
+	my $read_met = defined $read_rat ? verdict($read_rat, 1) : '—';
 	push @o, "| `read_feed(after, $READ_PAGE)` drain of the same $N-record backlog, records/s, median (min–max) of $s->{drain_runs} runs | "
 	  . fmt_cell(@m) . " | ≥ PgQ's drain (its table below) | $read_met | runs: " . _runs(@{ $D->{read_rates} })
 	  . "; one session, one page per statement, each message rendered to text (≈ $D->{read_msg_bytes} bytes) and counted; where the time goes: the table after this one |";
@@ -762,7 +763,7 @@ sub read_breakdown_report
 		rows         => '+ the history rows (heap fetch), rendered to text',
 		message      => "read_feed's query as plain SQL: + the roots join, the message id, `_message` (jsonb) rendered to text (instead of the row)",
 		message_text => 'the same with `_message_text` (JSON text written directly, what the sinks outside the database send) instead of jsonb rendered to text',
-		read_feed    => '`read_feed` itself: + PL/pgSQL, its checks (the head it reads up to; `sequence_feed` only when a page is short), the result set it materializes');
+		read_feed    => '`read_feed` itself (in C): + its checks (the head it reads up to; `sequence_feed` only when a page is short), the result set it materializes');
 	my @o = ('', '#### Where a `read_feed` page\'s time goes', '',
 		'The first ' . fmt_int($D->{read_part_pages} + 1)
 		  . " pages of $READ_PAGE records of the same backlog, read $READ_PART_RUNS times by each step in turn (one session, one page per statement, `after` carried from page to page, everything rendered to text and counted inside the server):",

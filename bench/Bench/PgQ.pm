@@ -185,6 +185,58 @@ sub drain_run
 	return;
 }
 
+# When the delivery part's backlog is still the feed's whole content: the read_feed drain
+# script of Bench::Delivery for it, so that each PgQ drain is paired with a read_feed drain of
+# the same size run right before it, in the same cluster (the delivery part's own drains ran
+# before the broker parts, minutes earlier, and on this kind of machine the two rates move with
+# the hour). Otherwise undef: PgQ's drains stand alone.
+sub paired_script
+{
+	my ($b, $R) = @_;
+	my $n = $R->{delivery} ? $R->{delivery}{n} : undef;
+	return undef unless $n;
+	my $held = $b->q('SELECT count(*) FROM statesman.history');
+	if ($held != $n)
+	{
+		$b->say("  PgQ drain: the feed holds $held records, not the delivery part's " . fmt_int($n) . ': no read_feed drain paired with it');
+		return undef;
+	}
+	return Bench::Delivery::read_script($b, 'read-drain-paired.sql', int($n / $Bench::Delivery::READ_PAGE) + 1,
+		"SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM statesman.read_feed(:after, $Bench::Delivery::READ_PAGE)");
+}
+
+# The read_feed drain paired with PgQ's drain run $r.
+sub paired_read_feed
+{
+	my ($b, $R, $file, $r) = @_;
+	my $s = $b->s;
+	my $n = $R->{delivery}{n};
+	$b->q('CHECKPOINT');
+	my ($got, $secs, $rate) = Bench::Delivery::timed_script($b, $file);
+	$b->fail("bench: the paired read_feed drain read $got of $n records") unless $got == $n;
+	push @{ $R->{pgq}{paired_read_feed} }, $rate;
+	$b->say("  [read_feed paired with PgQ drain $r/$s->{drain_runs}] " . fmt_int($n) . " records in $secs s = " . fmt_int($rate) . ' records/s');
+	return;
+}
+
+# read_feed's drain against PgQ's: (ratio, how it was taken, statesman's rates) from the paired
+# drains when they ran (the median of each pair's ratio), else from the delivery part's drains
+# and PgQ's (the ratio of their medians); empty when either side did not run.
+sub read_feed_vs_pgq
+{
+	my ($R) = @_;
+	my $P = $R->{pgq};
+	return () unless $P && @{ $P->{read_rates} // [] };
+	if (@{ $P->{paired_read_feed} // [] })
+	{
+		my ($r, $per) = Bench::Format::paired_ratio($P->{paired_read_feed}, $P->{read_rates});
+		return ($r, "paired runs: $per", $P->{paired_read_feed});
+	}
+	my $D = $R->{delivery};
+	return () unless $D && @{ $D->{read_rates} // [] };
+	return (med(@{ $D->{read_rates} }) / med(@{ $P->{read_rates} }), 'ratio of medians, separate parts', $D->{read_rates});
+}
+
 sub ticks
 {
 	my ($b, $queue) = @_;
@@ -241,8 +293,10 @@ SQL
     FROM (SELECT * FROM $table LIMIT 1000) e");
 	$b->say('  PgQ backlog: ' . fmt_int($P->{n}) . " events in $P->{batches} ticks of $BATCH (" . fmt_int($P->{load_rate}) . ' events/s); VACUUM ANALYZE');
 	$b->q('VACUUM ANALYZE');
+	my $pair = paired_script($b, $R);
 	for my $r (1 .. $s->{drain_runs})
 	{
+		paired_read_feed($b, $R, $pair, $r) if $pair;
 		drain_run($b, $R, $r, 'read');
 		drain_run($b, $R, $r, 'table');
 	}
@@ -455,11 +509,10 @@ sub report
 	my $D = $R->{delivery};
 	my ($st, $met) = ('—', '—');
 	my @m = stats(@{ $P->{read_rates} });
-	if ($D && @{ $D->{read_rates} // [] })
+	if (my ($rat, $how, $rates) = read_feed_vs_pgq($R))
 	{
-		my @runs = stats(@{ $D->{read_rates} });
-		$st  = fmt_cell(@runs) . ' (`read_feed`, ' . fmt_int($D->{n} // 0) . ' records)';
-		$met = verdict($runs[0], $m[0]);
+		$st  = fmt_cell(stats(@$rates)) . ' (`read_feed`, ' . fmt_int($D->{n} // 0) . ' records): ' . sprintf('%.2f', $rat) . "× PgQ ($how)";
+		$met = verdict($rat, 1);
 	}
 	push @o, '| drain of ' . fmt_int($P->{n}) . " events in batches of $BATCH, *read*, events/s, median (min–max) of $s->{drain_runs} | "
 	  . fmt_cell(@m) . " | $st | `read_feed` ≥ PgQ | $met | runs: " . int_list(@{ $P->{read_rates} }) . ' |';
