@@ -272,7 +272,10 @@ sub rounds
 					push @{ $A->{flushes}{$k} },  sprintf('%.3f', $nf / ($ntx > 0 ? $ntx : 1));
 					push @{ $A->{flush_ms}{$k} }, sprintf('%.3f', $nf > 0 ? $fms / $nf : 0);
 					# The run's time outside the WAL flushes, per transaction: pgbench's elapsed
-					# time (transactions / tx/s) less the time a flush was under way.
+					# time (transactions / tx/s) less the time a flush was under way. The flushes
+					# are counted up to the end of settle (a pgbench backend reports its counts
+					# when it exits, after pgbench has returned), so the few of that wait count
+					# too.
 					push @{ $A->{outside}{$k} }, sprintf('%.1f', $t > 0 ? (($ntx / $t) * 1000 - $fms) / ($ntx > 0 ? $ntx : 1) * 1000 : 0);
 					$n++;
 					my $feed = ($mode eq 'on' && $w ne 'baseline')

@@ -393,6 +393,16 @@ sub read_script
 	return $b->file($name, "\\set after 0\n\\set total 0\n" . ("$query \\gset\n" x ($pages + 1)) . "SELECT :total;\n");
 }
 
+# The script of a read_feed drain of $total records from the start of the feed: one page of
+# READ_PAGE per statement, each message rendered to text as a client receives it; it prints
+# the records read. Also Bench::PgQ's drains paired with PgQ's.
+sub read_drain_script
+{
+	my ($b, $name, $total) = @_;
+	return read_script($b, $name, int($total / $READ_PAGE) + 1,
+		"SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM statesman.read_feed(:after, $READ_PAGE)");
+}
+
 # Runs a script; (records, seconds "%.2f", rate "%.0f").
 sub timed_script
 {
@@ -411,8 +421,7 @@ sub read_drains
 	my ($b, $R, $total) = @_;
 	my $s = $b->s;
 	my $D = $R->{delivery};
-	my $file = read_script($b, 'read-drain.sql', int($total / $READ_PAGE) + 1,
-		"SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM statesman.read_feed(:after, $READ_PAGE)");
+	my $file = read_drain_script($b, 'read-drain.sql', $total);
 	for my $r (1 .. $s->{drain_runs})
 	{
 		my ($n, $secs, $rate) = timed_script($b, $file);

@@ -201,8 +201,7 @@ sub paired_script
 		$b->say("  PgQ drain: the feed holds $held records, not the delivery part's " . fmt_int($n) . ': no read_feed drain paired with it');
 		return undef;
 	}
-	return Bench::Delivery::read_script($b, 'read-drain-paired.sql', int($n / $Bench::Delivery::READ_PAGE) + 1,
-		"SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM statesman.read_feed(:after, $Bench::Delivery::READ_PAGE)");
+	return Bench::Delivery::read_drain_script($b, 'read-drain-paired.sql', $n);
 }
 
 # The read_feed drain paired with PgQ's drain run $r.
