@@ -9,6 +9,7 @@ OBJS = \
 	src/module.o \
 	src/pg/guard.o \
 	src/pg/work.o \
+	src/pg/jsonb_format.o \
 	src/store/names.o \
 	src/store/append.o \
 	src/store/revision_hints.o \

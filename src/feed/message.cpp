@@ -21,6 +21,7 @@ PG_FUNCTION_INFO_V1(statesman_message_text);
 }
 
 #include "statesman/feed/message_format.hpp"
+#include "statesman/pg/jsonb_format.hpp"
 
 static_assert(statesman::store::kMaxMessageBytes == JENTRY_OFFLENMASK,
               "the append functions' size check must use jsonb's own limit");
@@ -75,7 +76,7 @@ static_assert(kKeyCount == 24 && KeyNameBytes() == 202, "update kMessageFixedByt
 struct Fields {
   JsonbValue value[kKeyCount];
   bool omit[kKeyCount];
-  bool integer[kKeyCount];  // an exact number, in `number` (as a numeric in value only for jsonb)
+  bool integer[kKeyCount];  // an exact number, in `number` (value.val.numeric stays NULL)
   int64 number[kKeyCount];
 };
 
@@ -95,13 +96,13 @@ void SetTextField(Fields &f, Key key, const MessageInput &in, MessageField field
 }
 
 // An integer field as an exact JSON number, or null.
-void SetIntegerField(Fields &f, Key key, const MessageInput &in, MessageField field, bool is_int4, bool for_jsonb) {
+void SetIntegerField(Fields &f, Key key, const MessageInput &in, MessageField field, bool is_int4) {
   if (in.isnull[field]) return SetNull(f, key);
   int64 n = is_int4 ? DatumGetInt32(in.value[field]) : DatumGetInt64(in.value[field]);
   f.integer[key] = true;
   f.number[key] = n;
   f.value[key].type = jbvNumeric;
-  f.value[key].val.numeric = for_jsonb ? int64_to_numeric(n) : nullptr;
+  f.value[key].val.numeric = nullptr;  // written from `number` (WriteIntNumeric, AppendMessageText)
 }
 
 }  // namespace
@@ -110,9 +111,8 @@ void SetIntegerField(Fields &f, Key key, const MessageInput &in, MessageField fi
 namespace statesman::pg {
 namespace {
 
-// Fills f from a message's fields (none of the required ones is NULL); numbers become numerics
-// only for_jsonb.
-void GatherFields(const MessageInput &in, Fields &f, bool for_jsonb) {
+// Fills f from a message's fields (none of the required ones is NULL).
+void GatherFields(const MessageInput &in, Fields &f) {
   namespace store = statesman::store;
   for (int k = 0; k < kKeyCount; ++k) {
     f.value[k].type = jbvNull;
@@ -137,8 +137,8 @@ void GatherFields(const MessageInput &in, Fields &f, bool for_jsonb) {
   SetTextField(f, kPathKey, in, kPath);
   SetTextField(f, kPartitionKey, in, kPartition);
   SetTextField(f, kAddressKey, in, kAddress);
-  SetIntegerField(f, kRevisionKey, in, kRevision, false, for_jsonb);
-  SetIntegerField(f, kGlobalPositionKey, in, kGlobalPosition, false, for_jsonb);
+  SetIntegerField(f, kRevisionKey, in, kRevision, false);
+  SetIntegerField(f, kGlobalPositionKey, in, kGlobalPosition, false);
 
   char *epoch = static_cast<char *>(palloc(UUID_LEN * 2 + 5));
   store::FormatUuid(DatumGetUUIDP(in.value[kEpoch])->data, epoch);
@@ -153,7 +153,7 @@ void GatherFields(const MessageInput &in, Fields &f, bool for_jsonb) {
   SetTextField(f, kOperationKey, in, kOperation);
   SetTextField(f, kStatusKey, in, kStatus);
   SetTextField(f, kValueTypeKey, in, kValueType);
-  SetIntegerField(f, kSchemaVersionKey, in, kSchemaVersion, true, for_jsonb);
+  SetIntegerField(f, kSchemaVersionKey, in, kSchemaVersion, true);
   SetTextField(f, kSourceKey, in, kSource);
   SetTextField(f, kFingerprintKey, in, kFingerprint);
   SetTextField(f, kContentTypeKey, in, kContentType);
@@ -180,32 +180,6 @@ void GatherFields(const MessageInput &in, Fields &f, bool for_jsonb) {
     f.value[kMetadataKey].val.binary.len = static_cast<int>(VARSIZE(metadata) - VARHDRSZ);
   }
   SetTextField(f, kErrorKey, in, kError);
-}
-
-// A string as JSON, escaped exactly as PostgreSQL's escape_json does (so the text equals
-// jsonb's output), from a buffer that need not be NUL-terminated.
-void AppendJsonString(StringInfo buf, const char *data, int length) {
-  appendStringInfoCharMacro(buf, '"');
-  const char *run = data;  // the start of characters that need no escape
-  const char *end = data + length;
-  for (const char *p = data; p < end; ++p) {
-    unsigned char c = static_cast<unsigned char>(*p);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
-    appendBinaryStringInfo(buf, run, static_cast<int>(p - run));
-    run = p + 1;
-    switch (c) {
-      case '\b': appendBinaryStringInfo(buf, "\\b", 2); break;
-      case '\f': appendBinaryStringInfo(buf, "\\f", 2); break;
-      case '\n': appendBinaryStringInfo(buf, "\\n", 2); break;
-      case '\r': appendBinaryStringInfo(buf, "\\r", 2); break;
-      case '\t': appendBinaryStringInfo(buf, "\\t", 2); break;
-      case '"': appendBinaryStringInfo(buf, "\\\"", 2); break;
-      case '\\': appendBinaryStringInfo(buf, "\\\\", 2); break;
-      default: appendStringInfo(buf, "\\u%04x", static_cast<int>(c)); break;
-    }
-  }
-  appendBinaryStringInfo(buf, run, static_cast<int>(end - run));
-  appendStringInfoCharMacro(buf, '"');
 }
 
 }  // namespace
@@ -272,7 +246,7 @@ int PadToInt(char *base, char *&p) {
 // size the fields can take, written in place.
 Jsonb *BuildMessageJsonb(const MessageInput &in) {
   Fields f;
-  GatherFields(in, f, true);
+  GatherFields(in, f);
   if (f.value[kMetadataKey].type == jbvBinary && JsonContainerIsScalar(f.value[kMetadataKey].val.binary.data)) {
     JsonbValue scalar;
     if (!JsonbExtractScalar(f.value[kMetadataKey].val.binary.data, &scalar))
@@ -289,7 +263,7 @@ Jsonb *BuildMessageJsonb(const MessageInput &in) {
     const JsonbValue &v = f.value[k];
     switch (v.type) {
       case jbvString: bound += v.val.string.len; break;
-      case jbvNumeric: bound += 3 + VARSIZE_ANY(v.val.numeric); break;
+      case jbvNumeric: bound += 3 + (f.integer[k] ? kMaxIntNumericBytes : VARSIZE_ANY(v.val.numeric)); break;
       case jbvBinary: bound += 3 + v.val.binary.len; break;
       default: break;
     }
@@ -324,9 +298,16 @@ Jsonb *BuildMessageJsonb(const MessageInput &in) {
         meta = static_cast<JEntry>(v.val.string.len);
         break;
       case jbvNumeric: {
+        // The message's own numbers are integers (SetIntegerField), written in place; a scalar
+        // metadata number is copied as stored.
         int pad = PadToInt(base, p);
-        int numlen = static_cast<int>(VARSIZE_ANY(v.val.numeric));
-        memcpy(p, v.val.numeric, numlen);
+        int numlen = 0;
+        if (f.integer[keys[i]]) {
+          numlen = WriteIntNumeric(f.number[keys[i]], p);
+        } else {
+          numlen = static_cast<int>(VARSIZE_ANY(v.val.numeric));
+          memcpy(p, v.val.numeric, numlen);
+        }
         p += numlen;
         meta = JENTRY_ISNUMERIC | static_cast<JEntry>(pad + numlen);
         break;
@@ -354,7 +335,7 @@ Jsonb *BuildMessageJsonb(const MessageInput &in) {
 
 void AppendMessageText(StringInfo buf, const MessageInput &in) {
   Fields f;
-  GatherFields(in, f, false);
+  GatherFields(in, f);
   appendStringInfoCharMacro(buf, '{');
   bool first = true;
   for (int k = 0; k < kKeyCount; ++k) {
@@ -375,7 +356,7 @@ void AppendMessageText(StringInfo buf, const MessageInput &in) {
         appendBinaryStringInfo(buf, digits, n);
         break;
       }
-      case jbvBinary: (void)JsonbToCString(buf, v.val.binary.data, v.val.binary.len); break;
+      case jbvBinary: AppendJsonbText(buf, v.val.binary.data); break;
       default: appendBinaryStringInfo(buf, "null", 4); break;
     }
   }

@@ -62,6 +62,7 @@ PG_FUNCTION_INFO_V1(statesman_roots_changed);
 
 #include "statesman/feed/message_format.hpp"
 #include "statesman/feed/ticks.hpp"
+#include "statesman/pg/jsonb_format.hpp"
 #include "statesman/store/append.hpp"
 #include "statesman/store/locks.hpp"
 #include "statesman/store/names.hpp"
@@ -327,11 +328,13 @@ Ledger LookupLedgerInCatalog() {
 // scanning in `direction`, to `use` (which copies what it needs). Returns whether a row was
 // found. Plain PostgreSQL code: run it under pg::Call.
 // With `at_least`, only rows whose second index column (a bigint) is at least that are probed.
+// Both relations are locked in `mode`: the append probes the ledger in the mode its insert
+// takes next (RowExclusiveLock), so that each relation is locked once, not in two modes.
 template <typename Use>
-bool ProbeTextKey(Oid table_oid, Oid index_oid, Snapshot snapshot, Datum key_value, ScanDirection direction, Use &&use,
-                  const int64 *at_least = nullptr) {
-  Relation heap = table_open(table_oid, AccessShareLock);
-  Relation index = index_open(index_oid, AccessShareLock);
+bool ProbeTextKey(Oid table_oid, Oid index_oid, LOCKMODE mode, Snapshot snapshot, Datum key_value,
+                  ScanDirection direction, Use &&use, const int64 *at_least = nullptr) {
+  Relation heap = table_open(table_oid, mode);
+  Relation index = index_open(index_oid, mode);
   ScanKeyData keys[2];
   ScanKeyEntryInitialize(&keys[0], 0, 1, BTEqualStrategyNumber, InvalidOid, index->rd_indcollation[0], F_TEXTEQ,
                          key_value);
@@ -366,10 +369,10 @@ int64 LatestRevision(const Ledger &ledger, Snapshot snapshot, Datum address, int
     Datum revision = slot_getattr(slot, ledger.revision_attno, &isnull);
     if (!isnull) latest = DatumGetInt64(revision);
   };
-  if (hint > 0 &&
-      ProbeTextKey(ledger.history, ledger.primary_key, snapshot, address, BackwardScanDirection, take, &hint))
+  if (hint > 0 && ProbeTextKey(ledger.history, ledger.primary_key, RowExclusiveLock, snapshot, address,
+                               BackwardScanDirection, take, &hint))
     return latest;
-  ProbeTextKey(ledger.history, ledger.primary_key, snapshot, address, BackwardScanDirection, take);
+  ProbeTextKey(ledger.history, ledger.primary_key, RowExclusiveLock, snapshot, address, BackwardScanDirection, take);
   return latest;
 }
 
@@ -440,29 +443,30 @@ bool HintHolds(Relation history, const Ledger &ledger, Snapshot snapshot, Datum 
 // The root's declaration, or an empty one (KeepAll, no envelope) when it has none.
 RootDeclaration LookupRoot(const Ledger &ledger, Snapshot snapshot, Datum root) {
   RootDeclaration decl;
-  ProbeTextKey(ledger.roots, ledger.roots_key, snapshot, root, ForwardScanDirection, [&](TupleTableSlot *slot) {
-    TupleDesc desc = slot->tts_tupleDescriptor;
-    slot_getallattrs(slot);
-    for (int i = 0; i < desc->natts; ++i) {
-      Form_pg_attribute attr = TupleDescAttr(desc, i);
-      if (attr->attisdropped || slot->tts_isnull[i]) continue;
-      const char *name = NameStr(attr->attname);
-      Datum value = slot->tts_values[i];
-      if (strcmp(name, "fingerprint") == 0) {
-        decl.fingerprint = datumCopy(value, false, -1);
-        decl.fingerprint_null = false;
-      } else if (strcmp(name, "content_type") == 0) {
-        decl.content_type = datumCopy(value, false, -1);
-        decl.content_type_null = false;
-      } else if (strcmp(name, "max_revisions") == 0) {
-        decl.max_revisions = DatumGetInt32(value);
-        decl.has_max_revisions = true;
-      } else if (strcmp(name, "max_bytes") == 0) {
-        decl.max_bytes = DatumGetInt64(value);
-        decl.has_max_bytes = true;
-      }
-    }
-  });
+  ProbeTextKey(ledger.roots, ledger.roots_key, AccessShareLock, snapshot, root, ForwardScanDirection,
+               [&](TupleTableSlot *slot) {
+                 TupleDesc desc = slot->tts_tupleDescriptor;
+                 slot_getallattrs(slot);
+                 for (int i = 0; i < desc->natts; ++i) {
+                   Form_pg_attribute attr = TupleDescAttr(desc, i);
+                   if (attr->attisdropped || slot->tts_isnull[i]) continue;
+                   const char *name = NameStr(attr->attname);
+                   Datum value = slot->tts_values[i];
+                   if (strcmp(name, "fingerprint") == 0) {
+                     decl.fingerprint = datumCopy(value, false, -1);
+                     decl.fingerprint_null = false;
+                   } else if (strcmp(name, "content_type") == 0) {
+                     decl.content_type = datumCopy(value, false, -1);
+                     decl.content_type_null = false;
+                   } else if (strcmp(name, "max_revisions") == 0) {
+                     decl.max_revisions = DatumGetInt32(value);
+                     decl.has_max_revisions = true;
+                   } else if (strcmp(name, "max_bytes") == 0) {
+                     decl.max_bytes = DatumGetInt64(value);
+                     decl.has_max_bytes = true;
+                   }
+                 }
+               });
   return decl;
 }
 
@@ -790,10 +794,16 @@ AppendResult AppendRecord(AppendRequest &req) {
   CheckMessageSize(req);
 
   OwnerScope as_owner(ledger.owner);
-  Call([] {
-    if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "statesman: SPI_connect failed");
-  });
-  SPIPlanPtr insert = PreparedPlan(&insert_plan, kInsertSql, kParamCount, kParamTypes);
+  // SPI only for what the direct insert does not do (the INSERT statement, a tick of the
+  // record's own, retention): connected on first need, which most appends never have.
+  bool spi_connected = false;
+  auto connect_spi = [&spi_connected] {
+    if (spi_connected) return;
+    Call([] {
+      if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "statesman: SPI_connect failed");
+    });
+    spi_connected = true;
+  };
   // The top-level transaction id before the record's id is drawn (by the INSERT's identity):
   // a tick that read the identity's last value before this xid existed sees only larger ids.
   Call([&] { req.values[kTxid] = FullTransactionIdGetDatum(GetTopFullTransactionId()); });
@@ -801,12 +811,15 @@ AppendResult AppendRecord(AppendRequest &req) {
   ItemPointerData written;
   ItemPointerSetInvalid(&written);
   try {
-    Call([&] {
-      if (InsertDirect(ledger, req, &written)) return;
-      int rc = SPI_execute_plan(insert, req.values, req.nulls, false, 0);
-      if (rc != SPI_OK_INSERT || SPI_processed != 1)
-        elog(ERROR, "statesman: append insert failed: %s", SPI_result_code_string(rc));
-    });
+    if (!Call([&] { return InsertDirect(ledger, req, &written); })) {
+      connect_spi();
+      SPIPlanPtr insert = PreparedPlan(&insert_plan, kInsertSql, kParamCount, kParamTypes);
+      Call([&] {
+        int rc = SPI_execute_plan(insert, req.values, req.nulls, false, 0);
+        if (rc != SPI_OK_INSERT || SPI_processed != 1)
+          elog(ERROR, "statesman: append insert failed: %s", SPI_result_code_string(rc));
+      });
+    }
   } catch (const PgError &e) {
     if (e.Data()->sqlerrcode != ERRCODE_UNIQUE_VIOLATION) throw;
     // Under REPEATABLE READ / SERIALIZABLE the snapshot can predate the previous revision's
@@ -828,6 +841,7 @@ AppendResult AppendRecord(AppendRequest &req) {
   }
 
   if (feed::TickedInThisTransaction()) {
+    connect_spi();
     SPIPlanPtr tick = PreparedPlan(&tick_own_plan, kTickOwnSql, 0, nullptr);
     Call([&] {
       int rc = SPI_execute_plan(tick, nullptr, nullptr, false, 0);
@@ -836,6 +850,7 @@ AppendResult AppendRecord(AppendRequest &req) {
   }
 
   if (root_decl.has_max_revisions || root_decl.has_max_bytes) {
+    connect_spi();
     SPIPlanPtr prune = PreparedPlan(&prune_plan, kPruneSql, 3, kPruneTypes);
     Datum prune_values[3] = {req.values[kAddress], Int32GetDatum(root_decl.max_revisions),
                              Int64GetDatum(root_decl.max_bytes)};
@@ -850,7 +865,7 @@ AppendResult AppendRecord(AppendRequest &req) {
              GetCurrentStatementStartTimestamp());
 
   return Call([&] {
-    SPI_finish();
+    if (spi_connected) SPI_finish();
     MemoryContextSwitchTo(caller_context);
     return AppendResult{pnstrdup(address.data(), address.size()), latest + 1};
   });
@@ -890,7 +905,7 @@ Datum JsonbPayloadBytes(Datum jsonb_datum) {
   Jsonb *jb = DatumGetJsonbP(jsonb_datum);
   StringInfoData out;
   initStringInfo(&out);
-  JsonbToCString(&out, &jb->root, VARSIZE(jb));
+  AppendJsonbText(&out, &jb->root);
   return PointerGetDatum(cstring_to_text_with_len(out.data, out.len));
 }
 

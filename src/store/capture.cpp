@@ -46,6 +46,7 @@ PG_FUNCTION_INFO_V1(statesman_release_table);
 #include <unordered_map>
 #include <vector>
 
+#include "statesman/pg/jsonb_format.hpp"
 #include "statesman/store/names.hpp"
 
 namespace statesman::pg {
@@ -310,7 +311,7 @@ RowRecord MakeRecord(const CaptureConfig &config, Relation rel, const Datum *val
     Jsonb *jb = DatumGetJsonbP(jsonb);
     StringInfoData out;
     initStringInfo(&out);
-    JsonbToCString(&out, &jb->root, VARSIZE(jb));
+    AppendJsonbText(&out, &jb->root);
     return PointerGetDatum(cstring_to_text_with_len(out.data, out.len));
   });
   return record;

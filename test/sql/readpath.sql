@@ -73,6 +73,18 @@ SELECT count(*) AS messages,
          CROSS JOIN (SELECT COALESCE(store_name, current_database()) AS store, epoch FROM statesman.store) s
          WHERE statesman._position_of(h) > :base) t USING (global_position);
 SELECT f.message->'metadata' AS metadata FROM statesman.read_feed(:mbase, 100) f ORDER BY f.global_position;
+-- The message's integers (revision, globalPosition, schemaVersion) are written as numerics in
+-- place: byte for byte what PostgreSQL makes of the same numbers, at every size, with zero
+-- digits in their midst and at their end, and at the limits of their types.
+SELECT count(*) AS numbers,
+       count(*) FILTER (WHERE ROW(m)::rp.image *= ROW(m::text::jsonb)::rp.image) AS same_bytes,
+       count(*) FILTER (WHERE (m->>'revision')::numeric = v AND (m->>'globalPosition')::numeric = v
+                          AND (m->>'schemaVersion')::numeric = (v % 2147483648)) AS same_values
+  FROM unnest(ARRAY[0, 1, -1, 9999, 10000, 10001, -10000, 100000000, 100000001, 123400005678, 1000000000000,
+                    9999999999999999, 10000000000000000, 9223372036854775807, -9223372036854775808]::bigint[]) v,
+       LATERAL statesman._message('s', '00000000-0000-0000-0000-000000000001', 'r/p', 'r', 'p', '', v, v,
+                                  '2026-11-30 12:00:00+00', 'put', 'ok', NULL, (v % 2147483648)::int, NULL,
+                                  NULL, NULL, NULL, '\x7b7d'::bytea, NULL, NULL, NULL, NULL) m;
 
 -- The root argument is lower-cased; a page is at most max_records, also for one root.
 SELECT global_position - :base AS position, address FROM statesman.read_feed(:base, 2, 'RP-A');

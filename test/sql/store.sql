@@ -143,6 +143,40 @@ SELECT count(*) AS rows_for_unknown_address FROM statesman.history('orders', 'no
 SELECT convert_from(payload, 'UTF8') AS payload, content_type
   FROM statesman.current('orders', 'a path/with spaces/ünïcode#?');
 
+-- The payload's text and the metadata in a sink's message text are byte for byte what
+-- jsonb's own output writes, whatever the value's shape: empty and nested containers, raw
+-- scalars, numerics with scales, strings that need escapes, objects and arrays of more than
+-- 32 elements (whose entries store offsets), long keys and strings.
+CREATE TEMP TABLE jsonb_shapes (i serial, j jsonb);
+INSERT INTO jsonb_shapes (j) VALUES ('{}'), ('[]'), ('1'), ('"s"'), ('null'), ('true'), ('false'), ('-0.000'),
+  ('1e100'), ('[[], {}, [[]], {"a": {}}]'),
+  ('[0, -0, 1, -1, 9999, 10000, -10000, 99999999, 100000000, 1234567890123456, -9999999999999999,
+     12345678901234567, 9223372036854775807, -9223372036854775808, 1e4, 1.0, 0.5, -0.0001, 1e-20, 10.00]'),
+  ('{"a": 1, "b": [1, 2.50, "x\"y\\z\n\t\b\f\r\u0001\u001f é 😀"], "c": {"d": null, "e": [true, false]}}'),
+  (('{"' || repeat('k', 300) || '": "' || repeat('v', 5000) || '"}')::jsonb);
+INSERT INTO jsonb_shapes (j) SELECT jsonb_agg(g) FROM generate_series(1, 100) g;
+INSERT INTO jsonb_shapes (j)
+SELECT jsonb_object_agg('key' || g, CASE WHEN g % 3 = 0 THEN to_jsonb(g * 1.5)
+                                         WHEN g % 3 = 1 THEN to_jsonb(repeat('x', g))
+                                         ELSE jsonb_build_array(g, jsonb_build_object('n', g)) END)
+  FROM generate_series(1, 100) g;
+INSERT INTO jsonb_shapes (j)
+SELECT jsonb_build_object('nest', jsonb_agg(jsonb_build_array(g, repeat('y', g), jsonb_build_object('z', g::numeric / 7))))
+  FROM generate_series(1, 40) g;
+SELECT count(*) AS appended FROM (SELECT statesman.append('shapes', 'p' || i, j, metadata => j) FROM jsonb_shapes) a;
+SELECT count(*) AS shapes,
+       count(*) FILTER (WHERE convert_from(h.payload, 'UTF8') = s.j::text) AS payload_text_equal,
+       count(*) FILTER (WHERE statesman._message_text('s', '00000000-0000-0000-0000-000000000001', h.address, h.root,
+                                h.path, h.partition, h.revision, 1, h.occurred_at, h.operation, h.status,
+                                h.value_type, h.schema_version, h.source, h.fingerprint, h.content_type,
+                                h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata, h.error)
+                            = statesman._message('s', '00000000-0000-0000-0000-000000000001', h.address, h.root,
+                                h.path, h.partition, h.revision, 1, h.occurred_at, h.operation, h.status,
+                                h.value_type, h.schema_version, h.source, h.fingerprint, h.content_type,
+                                h.serializer_id, h.payload, h.correlation_id, h.causation_id, h.metadata,
+                                h.error)::text) AS message_text_equal
+  FROM jsonb_shapes s JOIN statesman.history h ON h.address = 'shapes/p' || s.i;
+
 -- Every record has an occurrence time.
 SELECT bool_and(occurred_at IS NOT NULL) AS all_have_occurred_at
   FROM statesman.history('orders', 'o/1');
