@@ -63,7 +63,6 @@ void PutNumeric(StringInfo buf, Numeric numeric) {
         digits_ok = digits_ok && digit >= 0 && digit < kNbase;
         value = value * kNbase + digit;
       }
-      if (ndigits == 0) value = 0;
       if (digits_ok) {
         char text[MAXINT8LEN + 1];
         int length = pg_lltoa(negative ? -value : value, text);
@@ -80,8 +79,11 @@ void PutNumeric(StringInfo buf, Numeric numeric) {
 // The elements of a container in order: where each one's data starts and its entry.
 class Elements {
  public:
-  explicit Elements(const JsonbContainer *c, int entries)
-      : entries_(c->children), base_(reinterpret_cast<const char *>(&c->children[entries])) {}
+  // From the first element on, or from element `first` on (getJsonbOffset finds where its
+  // data starts from the nearest stored offset).
+  Elements(const JsonbContainer *c, int entries, int first = 0)
+      : entries_(c->children), base_(reinterpret_cast<const char *>(&c->children[entries])),
+        offset_(first == 0 ? 0 : getJsonbOffset(c, first)), index_(first) {}
 
   // The next element: its entry; *data points at its data (alignment padding included),
   // *length is the data's length.
@@ -99,8 +101,8 @@ class Elements {
  private:
   const JEntry *entries_;
   const char *base_;
-  uint32 offset_ = 0;
-  int index_ = 0;
+  uint32 offset_;
+  int index_;
 };
 
 void AppendValue(StringInfo buf, JEntry entry, const char *base, const char *data, uint32 length);
@@ -109,14 +111,9 @@ void AppendContainer(StringInfo buf, const JsonbContainer *c) {
   check_stack_depth();  // nesting is bounded by what jsonb input accepted, and by this
   const uint32 count = JsonContainerSize(c);
   if (JsonContainerIsObject(c)) {
+    // The keys' entries first, then the values' in the same order.
     Elements keys(c, static_cast<int>(count * 2));
-    Elements values = keys;
-    // The values' entries come after the keys': skip the keys on a copy.
-    for (uint32 i = 0; i < count; ++i) {
-      const char *d;
-      uint32 l;
-      values.Next(&d, &l);
-    }
+    Elements values(c, static_cast<int>(count * 2), static_cast<int>(count));
     appendStringInfoCharMacro(buf, '{');
     for (uint32 i = 0; i < count; ++i) {
       if (i > 0) Put(buf, ", ", 2);
