@@ -6,6 +6,7 @@
 // with a destructor, so the PostgreSQL calls below may ereport freely.
 #include "statesman/feed/message.hpp"
 
+#include <algorithm>
 #include <string>
 
 extern "C" {
@@ -78,6 +79,7 @@ struct Fields {
   bool omit[kKeyCount];
   bool integer[kKeyCount];  // an exact number, in `number` (value.val.numeric stays NULL)
   int64 number[kKeyCount];
+  bool plain[kKeyCount];  // a string of characters that JSON text never escapes (SetPlainString)
 };
 
 void SetNull(Fields &f, Key key) { f.value[key].type = jbvNull; }
@@ -86,6 +88,13 @@ void SetString(Fields &f, Key key, char *data, int length) {
   f.value[key].type = jbvString;
   f.value[key].val.string.val = data;
   f.value[key].val.string.len = length;
+}
+
+// A string that the message builder wrote itself, of characters that need no escape in JSON
+// text (the schema's name, the epoch, the occurrence time, the payload's base64).
+void SetPlainString(Fields &f, Key key, char *data, int length) {
+  SetString(f, key, data, length);
+  f.plain[key] = true;
 }
 
 // A text field as a JSON string, or null.
@@ -118,9 +127,11 @@ void GatherFields(const MessageInput &in, Fields &f) {
     f.value[k].type = jbvNull;
     f.omit[k] = false;
     f.integer[k] = false;
+    f.plain[k] = false;
   }
 
-  SetString(f, kSchemaKey, const_cast<char *>(store::kMessageSchema), static_cast<int>(strlen(store::kMessageSchema)));
+  SetPlainString(f, kSchemaKey, const_cast<char *>(store::kMessageSchema),
+                 static_cast<int>(strlen(store::kMessageSchema)));
 
   // messageId = {store}/{address}#{revision}
   if (in.message_id != nullptr) {
@@ -142,12 +153,12 @@ void GatherFields(const MessageInput &in, Fields &f) {
 
   char *epoch = static_cast<char *>(palloc(UUID_LEN * 2 + 5));
   store::FormatUuid(DatumGetUUIDP(in.value[kEpoch])->data, epoch);
-  SetString(f, kEpochKey, epoch, UUID_LEN * 2 + 4);
+  SetPlainString(f, kEpochKey, epoch, UUID_LEN * 2 + 4);
 
   if (!in.isnull[kOccurredAt]) {
     char *occurred = static_cast<char *>(palloc(store::kUtcTextSize));
     std::size_t length = store::FormatUtcMicros(DatumGetTimestampTz(in.value[kOccurredAt]), occurred);
-    SetString(f, kOccurredAtKey, occurred, static_cast<int>(length));
+    SetPlainString(f, kOccurredAtKey, occurred, static_cast<int>(length));
   }
 
   SetTextField(f, kOperationKey, in, kOperation);
@@ -168,7 +179,7 @@ void GatherFields(const MessageInput &in, Fields &f) {
     size_t encoded = store::Base64Length(length);
     char *b64 = static_cast<char *>(palloc(encoded + 1));
     store::Base64Encode(reinterpret_cast<const unsigned char *>(VARDATA_ANY(payload)), length, b64);
-    SetString(f, kPayloadKey, b64, static_cast<int>(encoded));
+    SetPlainString(f, kPayloadKey, b64, static_cast<int>(encoded));
   }
 
   SetTextField(f, kCorrelationIdKey, in, kCorrelationId);
@@ -333,31 +344,79 @@ Jsonb *BuildMessageJsonb(const MessageInput &in) {
   return result;
 }
 
+namespace {
+
+// Each key as JSON text starts it in an object: `"key": `.
+struct KeyPrefixes {
+  char text[kKeyCount][24];
+  int len[kKeyCount];
+  constexpr KeyPrefixes() : text(), len() {
+    for (int k = 0; k < kKeyCount; ++k) {
+      int n = 0;
+      text[k][n++] = '"';
+      for (const char *c = kKeyNames[k]; *c != '\0'; ++c) text[k][n++] = *c;
+      text[k][n++] = '"';
+      text[k][n++] = ':';
+      text[k][n++] = ' ';
+      len[k] = n;
+    }
+  }
+};
+constexpr KeyPrefixes kKeyPrefix;
+constexpr std::size_t LongestKeyName() {
+  std::size_t n = 0;
+  for (const char *k : kKeyNames) n = std::max(n, std::char_traits<char>::length(k));
+  return n;
+}
+static_assert(LongestKeyName() + 4 <= sizeof(kKeyPrefix.text[0]), "a key, its quotes, the colon and the space");
+
+}  // namespace
+
 void AppendMessageText(StringInfo buf, const MessageInput &in) {
   Fields f;
   GatherFields(in, f);
+  // Room for the whole text when nothing in it is escaped, the usual case: every write below
+  // is then a copy without a call.
+  int bound = 2;
+  for (int k = 0; k < kKeyCount; ++k) {
+    if (f.omit[k]) continue;
+    bound += 2 + kKeyPrefix.len[k];
+    const JsonbValue &v = f.value[k];
+    switch (v.type) {
+      case jbvString: bound += v.val.string.len + 2; break;
+      case jbvNumeric: bound += MAXINT8LEN + 1; break;
+      case jbvBinary: bound += v.val.binary.len; break;
+      default: bound += 4; break;
+    }
+  }
+  enlargeStringInfo(buf, bound);
   appendStringInfoCharMacro(buf, '{');
   bool first = true;
   for (int k = 0; k < kKeyCount; ++k) {
     if (f.omit[k]) continue;
-    if (!first) appendBinaryStringInfo(buf, ", ", 2);
+    if (!first) PutBytes(buf, ", ", 2);
     first = false;
-    // The key names need no escape.
-    appendStringInfoCharMacro(buf, '"');
-    appendBinaryStringInfo(buf, kKeyNames[k], static_cast<int>(strlen(kKeyNames[k])));
-    appendBinaryStringInfo(buf, "\": ", 3);
+    PutBytes(buf, kKeyPrefix.text[k], kKeyPrefix.len[k]);  // the key names need no escape
     const JsonbValue &v = f.value[k];
     switch (v.type) {
-      case jbvString: AppendJsonString(buf, v.val.string.val, v.val.string.len); break;
+      case jbvString:
+        if (f.plain[k]) {
+          appendStringInfoCharMacro(buf, '"');
+          PutBytes(buf, v.val.string.val, v.val.string.len);
+          appendStringInfoCharMacro(buf, '"');
+        } else {
+          AppendJsonString(buf, v.val.string.val, v.val.string.len);
+        }
+        break;
       case jbvNumeric: {
         // An integer numeric prints as its decimal digits: what numeric_out would write.
         char digits[MAXINT8LEN + 1];
         int n = pg_lltoa(f.number[k], digits);
-        appendBinaryStringInfo(buf, digits, n);
+        PutBytes(buf, digits, n);
         break;
       }
       case jbvBinary: AppendJsonbText(buf, v.val.binary.data); break;
-      default: appendBinaryStringInfo(buf, "null", 4); break;
+      default: PutBytes(buf, "null", 4); break;
     }
   }
   appendStringInfoCharMacro(buf, '}');

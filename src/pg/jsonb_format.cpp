@@ -21,16 +21,16 @@ extern "C" {
 namespace statesman::pg {
 namespace {
 
-// appendBinaryStringInfo without its call when the bytes fit, which for the short keys,
-// values and separators of a JSON object is nearly always.
-inline void Put(StringInfo buf, const char *data, int length) {
-  if (buf->len + length < buf->maxlen) {
-    memcpy(buf->data + buf->len, data, length);
-    buf->len += length;
-    buf->data[buf->len] = '\0';
-  } else {
-    appendBinaryStringInfo(buf, data, length);
-  }
+inline void Put(StringInfo buf, const char *data, int length) { PutBytes(buf, data, length); }
+
+// Whether any of the 8 bytes of w needs an escape in a JSON string: a control character (below
+// 0x20), '"' or '\\'. Exact for the word as a whole (the classic tests for a zero byte and for a
+// byte below n, n <= 0x80): a byte of 0x80 or above, UTF-8, never counts.
+inline bool AnyNeedsEscape(uint64 w) {
+  constexpr uint64 kOnes = 0x0101010101010101ULL, kHigh = 0x8080808080808080ULL;
+  uint64 quote = w ^ (kOnes * '"');
+  uint64 backslash = w ^ (kOnes * '\\');
+  return (((w - kOnes * 0x20) & ~w) | ((quote - kOnes) & ~quote) | ((backslash - kOnes) & ~backslash)) & kHigh;
 }
 
 // numeric's on-disk short format (numeric.c): a uint16 header holding the sign, the display
@@ -168,19 +168,31 @@ void AppendJsonString(StringInfo buf, const char *data, int length) {
   appendStringInfoCharMacro(buf, '"');
   const char *run = data;  // the start of characters that need no escape
   const char *end = data + length;
-  for (const char *p = data; p < end; ++p) {
+  for (const char *p = data; p < end;) {
+    // Eight characters at a time while none of them needs an escape.
+    if (end - p >= 8) {
+      uint64 w;
+      memcpy(&w, p, sizeof(w));
+      if (!AnyNeedsEscape(w)) {
+        p += 8;
+        continue;
+      }
+    }
     unsigned char c = static_cast<unsigned char>(*p);
-    if (c >= 0x20 && c != '"' && c != '\\') continue;
+    if (c >= 0x20 && c != '"' && c != '\\') {
+      ++p;
+      continue;
+    }
     Put(buf, run, static_cast<int>(p - run));
-    run = p + 1;
+    run = ++p;
     switch (c) {
-      case '\b': appendBinaryStringInfo(buf, "\\b", 2); break;
-      case '\f': appendBinaryStringInfo(buf, "\\f", 2); break;
-      case '\n': appendBinaryStringInfo(buf, "\\n", 2); break;
-      case '\r': appendBinaryStringInfo(buf, "\\r", 2); break;
-      case '\t': appendBinaryStringInfo(buf, "\\t", 2); break;
-      case '"': appendBinaryStringInfo(buf, "\\\"", 2); break;
-      case '\\': appendBinaryStringInfo(buf, "\\\\", 2); break;
+      case '\b': Put(buf, "\\b", 2); break;
+      case '\f': Put(buf, "\\f", 2); break;
+      case '\n': Put(buf, "\\n", 2); break;
+      case '\r': Put(buf, "\\r", 2); break;
+      case '\t': Put(buf, "\\t", 2); break;
+      case '"': Put(buf, "\\\"", 2); break;
+      case '\\': Put(buf, "\\\\", 2); break;
       default: appendStringInfo(buf, "\\u%04x", static_cast<int>(c)); break;
     }
   }

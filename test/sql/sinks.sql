@@ -393,6 +393,18 @@ SELECT m = statesman._message('s', '00000000-0000-0000-0000-000000000001', E'a/"
              9223372036854775807, 1, '2026-11-30 12:00:00.5+00', 'put', 'ok', E'v\nt', -2147483648,
              E'src\r\b\f', NULL, NULL, 'ser', '\x00ff'::bytea, '', NULL,
              '{"k": ["x\u0007", 1.50, {"z": null}]}', NULL) m;
+-- The text writer scans strings eight characters at a time: a character to escape at every
+-- place around those steps (once or twice), in the fields that carry the caller's text.
+SELECT count(*) AS strings,
+       count(*) FILTER (WHERE statesman._message_text('s', '00000000-0000-0000-0000-000000000001', 'a/' || s, 'r', 'p', '',
+                                1, 1, '2026-11-30 12:00:00+00', 'put', 'ok', s, NULL, s, NULL, NULL, NULL, NULL, s, NULL,
+                                NULL, s)
+                            = statesman._message('s', '00000000-0000-0000-0000-000000000001', 'a/' || s, 'r', 'p', '',
+                                1, 1, '2026-11-30 12:00:00+00', 'put', 'ok', s, NULL, s, NULL, NULL, NULL, NULL, s, NULL,
+                                NULL, s)::text) AS text_equal
+  FROM (SELECT repeat('a', i) || c || repeat('b', n) || CASE WHEN n % 3 = 0 THEN c ELSE '' END AS s
+          FROM generate_series(0, 17) i, generate_series(0, 9) n,
+               unnest(ARRAY['"', E'\\', E'\x01', E'\x1f', E'\n', E'\t', ' ', 'é', '😀', '~', E'\x7f']) c) t;
 
 SELECT statesman.drop_outbox(o.outbox_id) FROM statesman.outboxes o ORDER BY o.outbox_id;
 DROP FUNCTION public.sink_error(text, text);

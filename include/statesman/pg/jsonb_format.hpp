@@ -18,7 +18,21 @@ extern "C" {
 #include "utils/jsonb.h"
 }
 
+#include <cstring>
+
 namespace statesman::pg {
+
+// appendBinaryStringInfo without its call when the bytes fit, which for the short keys,
+// values and separators of a JSON text is nearly always.
+inline void PutBytes(StringInfo buf, const char *data, int length) {
+  if (buf->len + length < buf->maxlen) {
+    memcpy(buf->data + buf->len, data, length);
+    buf->len += length;
+    buf->data[buf->len] = '\0';
+  } else {
+    appendBinaryStringInfo(buf, data, length);
+  }
+}
 
 // Appends the JSON text of the container (a whole jsonb's root, or one nested in it) to buf.
 void AppendJsonbText(StringInfo buf, const JsonbContainer *container);
