@@ -2065,3 +2065,31 @@ REVOKE ALL ON FUNCTION statesman._backfill_start(oid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._capture_ddl() FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._capture_drop() FROM PUBLIC;
 GRANT SELECT ON statesman.captured_tables TO pg_monitor;
+
+-- The page's cursor move and its finish in PL/pgSQL, so that their plans are kept for the
+-- session (an SQL function's body is parsed and planned at every call).
+CREATE OR REPLACE FUNCTION statesman._move_cursor(outbox_id text, "position" bigint) RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    INSERT INTO statesman.cursors AS c (outbox_id, position) VALUES (_move_cursor.outbox_id, _move_cursor."position")
+    ON CONFLICT ON CONSTRAINT cursors_pkey DO UPDATE
+        SET position = EXCLUDED.position, updated_at = now()
+        WHERE c.position < EXCLUDED.position;
+END
+$$;
+CREATE OR REPLACE FUNCTION statesman._finish_page(outbox_id text, last_position bigint, published bigint, deduplicated bigint)
+    RETURNS void
+    LANGUAGE plpgsql VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS $$
+BEGIN
+    PERFORM statesman._move_cursor(_finish_page.outbox_id, _finish_page.last_position);
+    UPDATE statesman.outbox_state s
+    SET attempts = 0, published_total = s.published_total + _finish_page.published,
+        deduplicated_total = s.deduplicated_total + _finish_page.deduplicated,
+        last_published_at = CASE WHEN _finish_page.published > 0 THEN clock_timestamp() ELSE s.last_published_at END
+    WHERE s.outbox_id = _finish_page.outbox_id;
+END
+$$;

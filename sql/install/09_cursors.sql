@@ -86,13 +86,17 @@ COMMENT ON FUNCTION statesman.seed_cursor(text, bigint) IS
 
 -- The dispatcher's cursor move: moves an outbox's cursor forward to a position delivered (or
 -- parked) in the page's transaction (statesman._finish_page, _deliver_table_page, _park_page).
+-- PL/pgSQL rather than SQL: called once a page, it keeps its statement's plan for the session
+-- (an SQL function's body is parsed and planned again at every call from another statement).
 CREATE FUNCTION statesman._move_cursor(outbox_id text, "position" bigint) RETURNS void
-    LANGUAGE sql VOLATILE
+    LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
+BEGIN
     INSERT INTO statesman.cursors AS c (outbox_id, position) VALUES (_move_cursor.outbox_id, _move_cursor."position")
     ON CONFLICT ON CONSTRAINT cursors_pkey DO UPDATE
         SET position = EXCLUDED.position, updated_at = now()
-        WHERE c.position < EXCLUDED.position
+        WHERE c.position < EXCLUDED.position;
+END
 $$;
 COMMENT ON FUNCTION statesman._move_cursor(text, bigint) IS 'moves a cursor forward within a page''s transaction';

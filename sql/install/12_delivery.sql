@@ -213,17 +213,20 @@ COMMENT ON FUNCTION statesman._redeliver_table_page(text) IS
 -- then _finish_page moves the cursor (publish first, then advance: docs/design.md §4).
 
 -- After the sink accepted a page: the cursor moves past it and the totals count it.
+-- PL/pgSQL, as _move_cursor: its plans are kept for the session.
 CREATE FUNCTION statesman._finish_page(outbox_id text, last_position bigint, published bigint, deduplicated bigint)
     RETURNS void
-    LANGUAGE sql VOLATILE
+    LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
     AS $$
-    SELECT statesman._move_cursor(_finish_page.outbox_id, _finish_page.last_position);
+BEGIN
+    PERFORM statesman._move_cursor(_finish_page.outbox_id, _finish_page.last_position);
     UPDATE statesman.outbox_state s
     SET attempts = 0, published_total = s.published_total + _finish_page.published,
         deduplicated_total = s.deduplicated_total + _finish_page.deduplicated,
         last_published_at = CASE WHEN _finish_page.published > 0 THEN clock_timestamp() ELSE s.last_published_at END
     WHERE s.outbox_id = _finish_page.outbox_id;
+END
 $$;
 COMMENT ON FUNCTION statesman._finish_page(text, bigint, bigint, bigint) IS
     'moves the cursor past a page the sink accepted and counts it';
