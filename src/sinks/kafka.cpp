@@ -15,16 +15,26 @@
 // what matters reaches the page's error: the delivery error, or the last error the producer
 // reported (error_cb). Secrets (sasl.password, ssl.key.password, …) are redacted from both.
 //
-// Not thread-safe: a KafkaSink is used by one thread at a time (its dispatcher). librdkafka's
-// own threads call only the log callback, which does nothing; the delivery report and error
-// callbacks run inside rd_kafka_poll, on the dispatcher's thread.
+// A page of more than kThreadedPage records is produced on a thread of the sink's own,
+// started with its first such page and ended with the sink: Start hands the page over and
+// returns, so that the dispatcher reads its next page meanwhile; Finish waits until the page is
+// produced, then serves the delivery reports. Not thread-safe otherwise: a KafkaSink is used by
+// one thread at a time, the dispatcher's, except that between Start and Finish (or Forget)
+// only the producing thread touches it, and that thread never calls the dispatcher's
+// `cancelled` (Finish does, and stops the page when it says so). librdkafka's own threads call
+// only the log callback, which does nothing; the delivery report and error callbacks run inside
+// rd_kafka_poll, on whichever of the two threads polls.
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "statesman/error.hpp"
@@ -201,6 +211,15 @@ class KafkaSink : public Sink {
         if (SecretProperty(it.key()) && it->is_string()) secrets_.push_back(it->get<std::string>());
   }
   ~KafkaSink() override {
+    GiveUpPage();
+    if (producing_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(produced_mu_);
+        exit_ = true;
+      }
+      produced_cv_.notify_all();
+      producing_.join();
+    }
     topics_.clear();  // before the producer they belong to
   }
 
@@ -210,6 +229,10 @@ class KafkaSink : public Sink {
   }
   void Start(const std::vector<Message> &page, const Budget &budget) override;
   Outcome Finish() override;
+  void Forget() noexcept override { GiveUpPage(); }
+
+  // Pages of more records than this are produced on a thread (Start returns at once).
+  static constexpr size_t kThreadedPage = 64;
 
  private:
   struct Page;
@@ -217,8 +240,12 @@ class KafkaSink : public Sink {
   void Drop();
   bool NoteFatal();
   rd_kafka_topic_t *TopicFor(const std::string &name);
+  void ProducePage() noexcept;
+  void ProducingThread() noexcept;
   void Produce(const Message &m, uint32_t index);
-  bool Serve(int ms);
+  bool Serve(int ms, bool on_producing_thread = false);
+  void AwaitProduced();
+  void GiveUpPage() noexcept;
   std::string Outstanding() const;
   std::string Describe(std::string what) const {
     for (const std::string &s : secrets_) what = Redact(std::move(what), s);
@@ -254,6 +281,18 @@ class KafkaSink : public Sink {
   std::string first_error_;
   std::string start_error_;
   std::string value_;  // scratch
+
+  // The thread that produces large pages (ProducingThread). Under produced_mu_: Start sets
+  // to_produce_, the thread clears it, produces the page and sets produced_; exit_ ends it.
+  // stop_producing_ tells it to give up the page (a cancel, Forget).
+  std::thread producing_;
+  std::mutex produced_mu_;
+  std::condition_variable produced_cv_;
+  bool to_produce_ = false;
+  bool produced_ = false;
+  bool exit_ = false;
+  bool threaded_ = false;  // the started page is the thread's (only the dispatcher's thread reads it)
+  std::atomic<bool> stop_producing_{false};
 };
 
 void KafkaSink::Connect() {
@@ -371,16 +410,18 @@ void KafkaSink::Produce(const Message &m, uint32_t index) {
                                     ? "the topic does not exist (" + std::string(rd_kafka_err2str(err)) + ")"
                                     : std::string(rd_kafka_err2str(err))));
     // The producer's queue is full: serve delivery reports until it has room.
-    if (!Serve(10))
-      throw std::runtime_error("timed out after " + std::to_string(limit_ms_) +
-                               " ms while producing (the producer's queue is full)");
+    if (!Serve(10, threaded_))
+      throw std::runtime_error(stop_producing_.load() ? std::string("stopped while producing")
+                                                      : "timed out after " + std::to_string(limit_ms_) +
+                                                            " ms while producing (the producer's queue is full)");
   }
 }
 
 // Serves delivery reports and errors for up to `ms` (at most Budget::kCancelCheck); false when
-// the budget's deadline has passed or it is cancelled.
-bool KafkaSink::Serve(int ms) {
-  if (budget_.cancelled && budget_.cancelled()) return false;
+// the budget's deadline has passed or it is cancelled. On the producing thread the budget's
+// `cancelled` (the dispatcher's) is not called: Finish calls it and sets stop_producing_.
+bool KafkaSink::Serve(int ms, bool on_producing_thread) {
+  if (on_producing_thread ? stop_producing_.load() : budget_.cancelled && budget_.cancelled()) return false;
   auto now = Clock::now();
   if (now >= budget_.deadline) return false;
   auto left = std::chrono::ceil<std::chrono::milliseconds>(budget_.deadline - now).count();
@@ -408,6 +449,7 @@ std::string KafkaSink::Outstanding() const {
 
 void KafkaSink::Start(const std::vector<Message> &page, const Budget &budget) {
   // A page started and never finished: its reports no longer count.
+  GiveUpPage();
   ++generation_;
   page_ = &page;
   budget_ = budget;
@@ -424,15 +466,93 @@ void KafkaSink::Start(const std::vector<Message> &page, const Budget &budget) {
   try {
     if (producer_ && (fatal_ || NoteFatal())) Drop();
     if (!producer_) Connect();
+  } catch (const std::exception &e) {  // std::runtime_error, Error from MakeConf, std::bad_alloc
+    start_error_ = e.what();
+    if (start_error_.empty()) start_error_ = "failed";
+    return;
+  }
+  if (page.size() > kThreadedPage) {
+    try {
+      if (!producing_.joinable()) {
+        SignalsBlocked blocked;  // the server's signal handlers stay on the dispatcher's thread
+        producing_ = std::thread([this] { ProducingThread(); });
+      }
+      threaded_ = true;
+      stop_producing_ = false;
+      {
+        std::lock_guard<std::mutex> lock(produced_mu_);
+        to_produce_ = true;
+        produced_ = false;
+      }
+      produced_cv_.notify_all();
+      return;
+    } catch (...) {  // std::system_error: no thread, so produce here
+      threaded_ = false;
+    }
+  }
+  ProducePage();
+}
+
+// The producing thread: one started page after another, until the sink ends.
+void KafkaSink::ProducingThread() noexcept {
+  pthread_setname_np(pthread_self(), "statesman kafka");  // as top -H and /proc/…/task/…/comm show it
+  std::unique_lock<std::mutex> lock(produced_mu_);
+  for (;;) {
+    produced_cv_.wait(lock, [this] { return to_produce_ || exit_; });
+    if (exit_) return;
+    to_produce_ = false;
+    lock.unlock();
+    ProducePage();
+    lock.lock();
+    produced_ = true;
+    produced_cv_.notify_all();
+  }
+}
+
+// Produces the started page, on the producing thread (threaded_) or the caller's. Nothing is
+// thrown out of it: a thread's exception would end the server process.
+void KafkaSink::ProducePage() noexcept {
+  const std::vector<Message> &page = *page_;
+  try {
     for (size_t i = 0; i < page.size(); ++i) {
+      if (stop_producing_.load(std::memory_order_relaxed)) throw std::runtime_error("stopped while producing");
       Produce(page[i], static_cast<uint32_t>(i));
       ++outstanding_;
     }
     rd_kafka_poll(producer_.get(), 0);
-  } catch (const std::exception &e) {  // std::runtime_error, Error from MakeConf, std::bad_alloc
-    start_error_ = e.what();
+  } catch (const std::exception &e) {  // std::runtime_error, std::bad_alloc, nlohmann's
+    try {
+      start_error_ = e.what();
+    } catch (...) {  // no memory for the text: "failed" below (short enough to need none)
+    }
     if (start_error_.empty()) start_error_ = "failed";
+  } catch (...) {
+    start_error_ = "failed";
   }
+}
+
+// Waits for the producing thread to finish the started page (if it is the thread's), checking
+// the budget's `cancelled` every kCancelCheck and stopping the page when it says so.
+void KafkaSink::AwaitProduced() {
+  if (!threaded_) return;
+  {
+    std::unique_lock<std::mutex> lock(produced_mu_);
+    while (!produced_cv_.wait_for(lock, Budget::kCancelCheck, [this] { return produced_; }))
+      if (budget_.cancelled && budget_.cancelled()) stop_producing_ = true;
+  }
+  threaded_ = false;
+}
+
+// The started page will not be finished (the dispatcher failed in between, a new page starts,
+// the sink ends): the producing thread gives it up, so that nothing reads it any more.
+void KafkaSink::GiveUpPage() noexcept {
+  if (!threaded_) return;
+  stop_producing_ = true;
+  {
+    std::unique_lock<std::mutex> lock(produced_mu_);
+    produced_cv_.wait(lock, [this] { return produced_; });
+  }
+  threaded_ = false;
 }
 
 Outcome KafkaSink::Finish() {
@@ -443,6 +563,7 @@ Outcome KafkaSink::Finish() {
     return out;
   }
   const std::vector<Message> &page = *pending;
+  AwaitProduced();
   auto done = [&] {
     page_ = nullptr;
     ++generation_;  // late reports of this page are not counted again

@@ -19,8 +19,6 @@
 //
 // Not thread-safe: a NatsSink is used by one thread at a time (its dispatcher).
 #include <nats/nats.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -239,20 +237,6 @@ void OnAck(jsCtx *, natsMsg *msg, jsPubAck *pa, jsPubAckErr *pae, void *closure)
   }
   natsMsg_Destroy(msg);
 }
-
-// Blocks every signal in this thread while nats.c creates threads (they inherit the mask).
-class SignalsBlocked {
- public:
-  SignalsBlocked() {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &saved_);
-  }
-  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
-
- private:
-  sigset_t saved_;
-};
 
 class ConnectionLost : public std::runtime_error {
  public:

@@ -21,8 +21,6 @@
 //
 // Not thread-safe: a WebhookSink is used by one thread at a time (its dispatcher).
 #include <curl/curl.h>
-#include <pthread.h>
-#include <signal.h>
 
 #include <algorithm>
 #include <cctype>
@@ -188,21 +186,6 @@ std::string CheckOptions(const std::string &options_json) {
 }
 
 // ---- libcurl ------------------------------------------------------------------------------
-
-// Blocks every signal in this thread while libcurl may start a thread (its threaded resolver):
-// the thread inherits the mask, so the process's signal handlers run on this thread only.
-class SignalsBlocked {
- public:
-  SignalsBlocked() {
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &saved_);
-  }
-  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
-
- private:
-  sigset_t saved_;
-};
 
 bool CurlReady() {
   static std::once_flag once;

@@ -203,6 +203,13 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
   int64 published = 0, deduplicated = 0;
   if (page.matching > 0) {
     call.Start(page.messages);
+    // Should the read below fail, the sink lets go of the page before it is freed.
+    struct ForgetUnlessFinished {
+      sink::Sink *sink;
+      ~ForgetUnlessFinished() {
+        if (sink != nullptr) sink->Forget();
+      }
+    } forget{call.sink};
     // A full page: more follows at once. Read it now, while the sink works. Not read ahead when
     // it cannot be built: the next page reports it as its failure.
     if (page.full_page) {
@@ -212,6 +219,7 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
         ahead.valid = true;
       }
     }
+    forget.sink = nullptr;
     sink::Outcome o = call.Finish();
     if (!o.ok) {
       StopIfRequested();

@@ -15,7 +15,8 @@
 #   down      every broker refuses connections: backing off with "timed out …
 #             delivery reports", then, the brokers up, everything delivered.
 #   stop      a leader waiting for delivery reports (timeout_ms 20 s) ends
-#             within 1 s of a SIGTERM.
+#             within 1 s of a SIGTERM; so does one whose page (produced on the
+#             sink's own thread) waits for room in a full producer queue.
 #   unknown   a routed topic the cluster does not have: the page fails naming it.
 #   events    "format": "cloudevents": each record parses as a CloudEvents 1.0
 #             event with the message's attributes.
@@ -329,6 +330,35 @@ note sprintf('stop: the leader exited %.3f s after SIGTERM', $term_took);
 cmp_ok($term_took, '<', 1, 'stop: SIGTERM ends it within 1 s although it waits for delivery reports');
 query(q{SELECT statesman.drop_outbox('slow')});
 
+# The same while a page too large for the producer's queue (10 records) is being produced: a
+# page of more than 64 records is produced on the sink's own thread, which waits for room that
+# cannot come; the leader sees the SIGTERM, stops that thread, and ends within a moment.
+query(
+	q{SELECT statesman.create_outbox('full', 'kafka', }
+	  . sink_options(timeout_ms => 20000, properties => { 'queue.buffering.max.messages' => 10 })
+	  . q{, root => 'full', poll_interval => '200 ms', lease_ttl => '30 s', max_retry_delay => '1 s')});
+query(q{SELECT statesman.append('full', 'f' || i, '{}') FROM generate_series(1, 200) i});
+my $full_leader = '';
+($activity, $deadline) = ('', time + 30);
+while (time < $deadline)
+{
+	$full_leader = outbox_status($node, 'full', 'leader_pid');
+	$activity = $full_leader =~ /^\d+$/ ? query("SELECT query FROM pg_stat_activity WHERE pid = $full_leader") : '';
+	last if $activity eq 'statesman: delivering'
+	  && grep { (eval { slurp_file($_) } // '') eq "statesman kafka\n" } glob("/proc/$full_leader/task/*/comm");
+	usleep(20_000);
+}
+is($activity, 'statesman: delivering',
+	'stop: the full outbox\'s leader is inside a sink call, its page on the sink\'s thread ("statesman kafka")');
+$t_term = time;
+query("SELECT pg_terminate_backend($full_leader)");
+usleep(5_000)
+  while query("SELECT count(*) FROM pg_stat_activity WHERE pid = $full_leader") ne '0' && time < $t_term + 20;
+$term_took = time - $t_term;
+note sprintf('stop: the leader producing into a full queue exited %.3f s after SIGTERM', $term_took);
+cmp_ok($term_took, '<', 1, 'stop: SIGTERM ends it within 1 s although its page waits for room in the queue');
+query(q{SELECT statesman.drop_outbox('full')});
+
 $kafka->up($_) for 1 .. 3;
 my $t_up = time;
 $total += 400;
@@ -412,6 +442,8 @@ unlike($everything, qr/\Q$secret\E/, 'the sasl.password is not in outbox_status 
 my $log = slurp_file($node->logfile);
 like($log, qr/outbox "main": delivery failed/, 'the failures were logged');
 unlike($log, qr/\Q$secret\E/, '... and the sasl.password is not in the server log');
+unlike($log, qr/terminated by signal|server process .* was terminated/,
+	'no process of the server died of a signal (the sink\'s producing thread included)');
 
 $node->stop;
 $kafka->stop;

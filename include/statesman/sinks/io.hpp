@@ -3,6 +3,8 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <pthread.h>
+#include <signal.h>
 
 #include <cstdint>
 #include <optional>
@@ -39,6 +41,26 @@ enum class WaitResult { kReady, kTimedOut, kCancelled, kFailed };
 // Waits until `fd` is readable (and/or writable), the budget's deadline passes, or the budget
 // is cancelled (checked every Budget::kCancelCheck). kFailed carries errno.
 WaitResult WaitSocket(int fd, bool for_read, bool for_write, const Budget &budget);
+
+// ---- Threads ------------------------------------------------------------------------------------
+
+// Blocks every signal in this thread for its lifetime. A thread started meanwhile (by the sink,
+// or by its client library: libcurl's resolver, nats.c's) inherits the mask, so that the
+// server's signal handlers only ever run on the dispatcher's own thread.
+class SignalsBlocked {
+ public:
+  SignalsBlocked() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &saved_);
+  }
+  ~SignalsBlocked() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+  SignalsBlocked(const SignalsBlocked &) = delete;
+  SignalsBlocked &operator=(const SignalsBlocked &) = delete;
+
+ private:
+  sigset_t saved_;
+};
 
 // Replaces every occurrence of `secret` in `text` with "********" (no-op for an empty secret).
 std::string Redact(std::string text, const std::string &secret);
