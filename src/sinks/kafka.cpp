@@ -17,13 +17,14 @@
 //
 // A page of more than kThreadedPage records is produced on a thread of the sink's own,
 // started with its first such page and ended with the sink: Start hands the page over and
-// returns, so that the dispatcher reads its next page meanwhile; Finish waits until the page is
-// produced, then serves the delivery reports. Not thread-safe otherwise: a KafkaSink is used by
-// one thread at a time, the dispatcher's, except that between Start and Finish (or Forget)
-// only the producing thread touches it, and that thread never calls the dispatcher's
-// `cancelled` (Finish does, and stops the page when it says so). librdkafka's own threads call
-// only the log callback, which does nothing; the delivery report and error callbacks run inside
-// rd_kafka_poll, on whichever of the two threads polls.
+// returns, so that the dispatcher reads its next page meanwhile; the thread then serves the
+// page's delivery reports, and Finish waits until it is done (and serves what may be left).
+// Not thread-safe otherwise: a KafkaSink is used by one thread at a time, the dispatcher's,
+// except that between Start and Finish (or Forget) only the producing thread touches it, and
+// that thread never calls the dispatcher's `cancelled` (Finish does, and stops the page when it
+// says so). librdkafka's own threads call only the log callback, which does nothing; the
+// delivery report and error callbacks run inside rd_kafka_poll, on whichever of the two
+// threads polls.
 #include <librdkafka/rdkafka.h>
 
 #include <algorithm>
@@ -245,6 +246,7 @@ class KafkaSink : public Sink {
   void Produce(const Message &m, uint32_t index);
   bool Serve(int ms, bool on_producing_thread = false);
   void AwaitProduced();
+  bool AwaitReports(bool on_producing_thread);
   void GiveUpPage() noexcept;
   std::string Outstanding() const;
   std::string Describe(std::string what) const {
@@ -503,6 +505,7 @@ void KafkaSink::ProducingThread() noexcept {
     to_produce_ = false;
     lock.unlock();
     ProducePage();
+    if (start_error_.empty()) AwaitReports(true);
     lock.lock();
     produced_ = true;
     produced_cv_.notify_all();
@@ -529,6 +532,16 @@ void KafkaSink::ProducePage() noexcept {
   } catch (...) {
     start_error_ = "failed";
   }
+}
+
+// Serves the started page's delivery reports until every one is in, one says its record failed,
+// the producer hits a fatal error, or Serve gives up (the deadline, a cancel, a stopped page):
+// false then. The producing thread calls it after producing its page, so that each record is
+// freed on the thread that allocated it; Finish calls it again for what may be left.
+bool KafkaSink::AwaitReports(bool on_producing_thread) {
+  while (outstanding_ > 0 && failed_ == 0 && !fatal_ && !NoteFatal())
+    if (!Serve(static_cast<int>(Budget::kCancelCheck.count()), on_producing_thread)) return false;
+  return true;
 }
 
 // Waits for the producing thread to finish the started page (if it is the thread's), checking
@@ -573,13 +586,7 @@ Outcome KafkaSink::Finish() {
     out.error = Describe(start_error_);
     return out;
   }
-  bool cancelled = false;
-  while (outstanding_ > 0 && failed_ == 0 && !fatal_ && !NoteFatal()) {
-    if (!Serve(static_cast<int>(Budget::kCancelCheck.count()))) {
-      cancelled = budget_.cancelled && budget_.cancelled();
-      break;
-    }
-  }
+  bool cancelled = !AwaitReports(false) && budget_.cancelled && budget_.cancelled();
   if (outstanding_ == 0 && failed_ == 0 && !fatal_) {
     done();
     out.ok = true;
