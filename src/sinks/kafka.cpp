@@ -452,6 +452,7 @@ std::string KafkaSink::Outstanding() const {
 void KafkaSink::Start(const std::vector<Message> &page, const Budget &budget) {
   // A page started and never finished: its reports no longer count.
   GiveUpPage();
+  stop_producing_ = false;
   ++generation_;
   page_ = &page;
   budget_ = budget;
@@ -480,7 +481,6 @@ void KafkaSink::Start(const std::vector<Message> &page, const Budget &budget) {
         producing_ = std::thread([this] { ProducingThread(); });
       }
       threaded_ = true;
-      stop_producing_ = false;
       {
         std::lock_guard<std::mutex> lock(produced_mu_);
         to_produce_ = true;

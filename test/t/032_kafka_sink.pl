@@ -20,6 +20,9 @@
 #   unknown   a routed topic the cluster does not have: the page fails naming it.
 #   events    "format": "cloudevents": each record parses as a CloudEvents 1.0
 #             event with the message's attributes.
+#   storm     eight query cancels of the leader while it delivers pages of 200
+#             (produced on the sink's thread): every record delivered, in order (one
+#             request in flight, as in deliver).
 # Throughout: the sasl.password given in properties appears in no error, view or log.
 
 use strict;
@@ -432,6 +435,49 @@ for my $e (@events)
 is(scalar @bad_events, 0, 'events: each is CloudEvents 1.0 (specversion, id = messageId, source, type, subject, '
 	  . 'time, datacontenttype, data inline, the statesman extensions), keyed and headed as before')
   or diag(join("\n", @bad_events[ 0 .. ($#bad_events < 4 ? $#bad_events : 4) ]));
+
+# ---------------------------------------------------------------------------
+# 6. Query cancels while pages are produced on the sink's thread.
+# ---------------------------------------------------------------------------
+# A query cancel ends the leader with an error wherever it lands: while it reads the next page
+# (the sink lets go of the page its thread is producing, Sink::Forget), while it waits for that
+# page to be produced or for its delivery reports (the thread stops), or between pages. Another
+# dispatcher takes over from the cursor: nothing is lost, no process crashes.
+$kafka->topic('storm.storm', 6);
+# Each broker answers after 20 ms, so that a round's six pages take a while and most cancels
+# land while a page is on its way.
+$kafka->command("rtt $_ 20") for 1 .. 3;
+query(
+	q{SELECT statesman.create_outbox('storm', 'kafka', }
+	  . sink_options(topic => 'storm.{root}', timeout_ms => 5000, properties => { 'max.in.flight' => 1 })
+	  . q{, root => 'storm', batch_size => 200, poll_interval => '200 ms', lease_ttl => '8 s',
+	       min_retry_delay => '100 ms', max_retry_delay => '1 s')});
+my ($storm_total, $cancels, $storm_rounds, $mid_page) = (0, 0, 0, 0);
+while ($cancels < 8 && $storm_rounds++ < 40)
+{
+	# A leader first (the one cancelled last is being replaced), then a backlog for it.
+	my ($pid, $until) = ('', time + 30);
+	usleep(20_000) until ($pid = outbox_status($node, 'storm', 'leader_pid')) =~ /^\d+$/ || time > $until;
+	query(qq{SELECT statesman.append('storm', 's' || (i % 53), jsonb_build_object('i', i, 'round', $storm_rounds))
+		FROM generate_series(1, 1200) i});
+	$storm_total += 1200;
+	usleep(5_000 + int(rand(40_000)));
+	next unless $pid =~ /^\d+$/;
+	my ($cancelled, $behind) = split /\|/, query(
+		"SELECT pg_cancel_backend($pid), cursor_position IS DISTINCT FROM head_position
+		   FROM statesman.outbox_status WHERE outbox_id = 'storm'");
+	next unless $cancelled eq 't';
+	$cancels++;
+	$mid_page++ if $behind eq 't';
+}
+note "storm: $cancels cancels over $storm_rounds rounds of 1,200 appends, $mid_page of them with a backlog left";
+is($cancels, 8, 'storm: eight query cancels reached the leader');
+cmp_ok($mid_page, '>=', 1, 'storm: at least one of them while a backlog was left to deliver');
+wait_published('storm', $storm_total, "storm: after the cancels, all $storm_total records are delivered");
+($records, $problems, $dups) = compare_topic('storm.storm', 'storm', 1);
+is($records - $dups, $storm_total, "storm: storm.storm holds each of the $storm_total records ($dups twice)");
+no_problems($problems, 'storm: keys, headers and messages as the feed has them, each address in order');
+$kafka->command("rtt $_ 0") for 1 .. 3;
 
 # ---------------------------------------------------------------------------
 # The password never shows.
