@@ -18,6 +18,9 @@
 #             SIGSTOP: each call times out, the leader keeps renewing its
 #             lease, a SIGTERM ends it within a moment although it waits for
 #             the remote; after SIGCONT everything is delivered.
+#   plain     a page sent as plain INSERTs meets a message the remote table
+#             holds already: sent again with ON CONFLICT in the same call, no
+#             failure, the message counted as deduplicated.
 # Throughout: the password appears in no error, no view and no log line.
 
 use strict;
@@ -392,6 +395,40 @@ is_deeply([ outbox_status($node, 'main', qw(published_total skipped_total)) ], [
 	'frozen: published + deduplicated = every record, nothing skipped');
 note 'main: deduplicated_total ' . outbox_status($node, 'main', 'deduplicated_total')
   . ' (pages whose commit went unanswered, sent again)';
+
+# ---------------------------------------------------------------------------
+# 6. A message already there while the pages go as plain INSERTs.
+# ---------------------------------------------------------------------------
+# Pages that follow each other on one connection, each inserted whole, go as plain INSERTs. A
+# message the table holds already (put there by hand) makes the remote refuse such a page
+# (23505): it is rolled back and sent again with ON CONFLICT in the same call, so the outbox sees
+# no failure and counts the message as deduplicated.
+query(q{SELECT statesman.append('main', 'warm' || i, jsonb_build_object('i', i)) FROM generate_series(1, 50) i});
+wait_for($node,
+	q{SELECT cursor_position = head_position AND attempts = 0 FROM statesman.outbox_status WHERE outbox_id = 'main'},
+	'plain: a page inserted whole on the connection');
+my ($published_before, $dedup_before) = outbox_status($node, 'main', qw(published_total deduplicated_total));
+my $error_at_before = query(q{SELECT last_error_at FROM statesman.outbox_state WHERE outbox_id = 'main'});
+my ($store_name) = split m{/}, query(q{SELECT message_id FROM statesman.read_feed(NULL, 1, 'main')});
+remote_query(qq{INSERT INTO sink.delivered (message_id, global_position, message)
+	VALUES ('$store_name/main/there#1', 0, '{"by": "hand"}')});
+my $remote_log_from = -s $remote->logfile;
+query(q{SELECT statesman.append('main', p, jsonb_build_object('p', p)) FROM unnest(ARRAY['before', 'there', 'after']) p});
+wait_for($node,
+	qq{SELECT cursor_position = head_position AND published_total = $published_before + 2
+	   FROM statesman.outbox_status WHERE outbox_id = 'main'},
+	'plain: the page with the message already there is delivered');
+is_deeply([ outbox_status($node, 'main', qw(attempts deduplicated_total)) ], [ 0, $dedup_before + 1 ],
+	'plain: no failure; the message already there counted as deduplicated');
+is(query(q{SELECT last_error_at FROM statesman.outbox_state WHERE outbox_id = 'main'}), $error_at_before,
+	'plain: ... and no error noted');
+is(remote_query(q{SELECT global_position || ' ' || message::text FROM sink.delivered WHERE message_id LIKE '%/main/there#1'}),
+	'0 {"by": "hand"}', 'plain: the row that was there is left as it was');
+is(remote_query(q{SELECT count(*) FROM sink.delivered WHERE message_id LIKE '%/main/before#1' OR message_id LIKE '%/main/after#1'}),
+	2, 'plain: the page\'s other two messages are in');
+my $remote_log = substr(slurp_file($remote->logfile), $remote_log_from);
+is(scalar(() = $remote_log =~ /duplicate key value violates unique constraint/g),
+	1, 'plain: the remote refused the plain INSERT once (its log says so), then took the page with ON CONFLICT');
 
 # ---------------------------------------------------------------------------
 # The password never shows.
