@@ -505,7 +505,10 @@ void KafkaSink::ProducingThread() noexcept {
     to_produce_ = false;
     lock.unlock();
     ProducePage();
-    if (start_error_.empty()) AwaitReports(true);
+    try {
+      if (start_error_.empty()) AwaitReports(true);
+    } catch (...) {  // no memory for a fatal error's text: Finish serves what is left
+    }
     lock.lock();
     produced_ = true;
     produced_cv_.notify_all();
