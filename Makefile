@@ -59,6 +59,10 @@ src/sinks/postgres.o: CXXFLAGS += -I$(LIBPQ_INCLUDEDIR)
 # No JIT bitcode: the C++ parts are not meant for LLVM inlining.
 override with_llvm = no
 
+# Each object is rebuilt when a header it includes changes (PGXS's dependency tracking, .deps/):
+# a class's layout that changed under objects built before would break at run time.
+override autodepend = yes
+
 # ---- Tests, in the PGXS layout ----------------------------------------------------------------
 #   test/sql + test/expected   pg_regress, in test/schedule's order  (make installcheck)
 #   test/specs + test/expected isolation                              (make installcheck)
