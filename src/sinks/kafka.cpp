@@ -245,7 +245,7 @@ class KafkaSink : public Sink {
   void ProducingThread() noexcept;
   void Produce(const Message &m, uint32_t index);
   bool Serve(int ms, bool on_producing_thread = false);
-  void AwaitProduced();
+  void AwaitProduced() noexcept;
   bool AwaitReports(bool on_producing_thread);
   void GiveUpPage() noexcept;
   std::string Outstanding() const;
@@ -293,7 +293,7 @@ class KafkaSink : public Sink {
   bool to_produce_ = false;
   bool produced_ = false;
   bool exit_ = false;
-  bool threaded_ = false;  // the started page is the thread's (only the dispatcher's thread reads it)
+  bool threaded_ = false;  // the started page is the thread's (written by the dispatcher's thread only)
   std::atomic<bool> stop_producing_{false};
 };
 
@@ -549,7 +549,7 @@ bool KafkaSink::AwaitReports(bool on_producing_thread) {
 
 // Waits for the producing thread to finish the started page (if it is the thread's), checking
 // the budget's `cancelled` every kCancelCheck and stopping the page when it says so.
-void KafkaSink::AwaitProduced() {
+void KafkaSink::AwaitProduced() noexcept {
   if (!threaded_) return;
   {
     std::unique_lock<std::mutex> lock(produced_mu_);
@@ -564,11 +564,7 @@ void KafkaSink::AwaitProduced() {
 void KafkaSink::GiveUpPage() noexcept {
   if (!threaded_) return;
   stop_producing_ = true;
-  {
-    std::unique_lock<std::mutex> lock(produced_mu_);
-    produced_cv_.wait(lock, [this] { return produced_; });
-  }
-  threaded_ = false;
+  AwaitProduced();
 }
 
 Outcome KafkaSink::Finish() {

@@ -203,12 +203,11 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
   int64 published = 0, deduplicated = 0;
   if (page.matching > 0) {
     call.Start(page.messages);
-    // Should the read below fail, the sink lets go of the page before it is freed.
-    struct ForgetUnlessFinished {
+    // However this block is left (the read below may fail), the sink has let go of the page
+    // before it is freed; after Finish that is a no-op.
+    struct ForgetOnExit {
       sink::Sink *sink;
-      ~ForgetUnlessFinished() {
-        if (sink != nullptr) sink->Forget();
-      }
+      ~ForgetOnExit() { sink->Forget(); }
     } forget{call.sink};
     // A full page: more follows at once. Read it now, while the sink works. Not read ahead when
     // it cannot be built: the next page reports it as its failure.
@@ -219,7 +218,6 @@ Row DeliverExternalPage(const std::string &outbox_id, const SinkCall &call, Read
         ahead.valid = true;
       }
     }
-    forget.sink = nullptr;
     sink::Outcome o = call.Finish();
     if (!o.ok) {
       StopIfRequested();

@@ -72,9 +72,9 @@ class Sink {
     if (page == nullptr) return Outcome{false, 0, 0, "sink: Finish without Start"};
     return Publish(*page, started_budget_);
   }
-  // The dispatcher will not call Finish for the started page (it failed in between) and is
-  // about to free it: when this returns, the sink no longer reads it (a sink that works on the
-  // page in a thread of its own stops and joins it). The page's fate is left to the next Start.
+  // The dispatcher is about to free the started page, finished or not (it may have failed before
+  // Finish): when this returns, the sink no longer reads it (a sink that works on the page in a
+  // thread of its own stops that work). An unfinished page's fate is left to the next Start.
   virtual void Forget() noexcept { started_page_ = nullptr; }
 
  private:
