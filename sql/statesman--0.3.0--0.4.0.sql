@@ -2093,3 +2093,15 @@ BEGIN
     WHERE s.outbox_id = _finish_page.outbox_id;
 END
 $$;
+
+-- The planner's support of the append functions (see statesman--0.4.0.sql).
+CREATE FUNCTION statesman._append_support(internal) RETURNS internal
+    LANGUAGE c STRICT
+    AS 'MODULE_PATHNAME', 'statesman_append_support';
+REVOKE ALL ON FUNCTION statesman._append_support(internal) FROM PUBLIC;
+ALTER FUNCTION statesman.append(text, text, jsonb, text, text, text, text, integer, text, text, text,
+    jsonb, text, timestamptz, timestamptz) SUPPORT statesman._append_support;
+ALTER FUNCTION statesman.append_bytes(text, text, bytea, text, text, text, text, text, text, integer, text,
+    text, text, jsonb, text, timestamptz, timestamptz) SUPPORT statesman._append_support;
+ALTER FUNCTION statesman.append_delete(text, text, text, text, text, integer, text, text, text, jsonb, text,
+    timestamptz, timestamptz) SUPPORT statesman._append_support;

@@ -8,6 +8,15 @@
 -- function and operator is schema-qualified, the way PostgreSQL's RI triggers do: a caller's
 -- search_path cannot capture anything, and callers need no privileges on the tables.
 
+-- The planner's support of the three append functions: at planning, it drops the trailing
+-- arguments that hold constants the function reads for a missing argument anyway (NULL, and the
+-- defaults of partition, operation and status), so that a statement does not set up a dozen
+-- constant arguments again at every execution.
+CREATE FUNCTION statesman._append_support(internal) RETURNS internal
+    LANGUAGE c STRICT
+    AS 'MODULE_PATHNAME', 'statesman_append_support';
+REVOKE ALL ON FUNCTION statesman._append_support(internal) FROM PUBLIC;
+
 CREATE FUNCTION statesman.append(
     root text, path text, payload jsonb, partition text DEFAULT '', operation text DEFAULT 'put',
     status text DEFAULT 'ok', value_type text DEFAULT NULL, schema_version integer DEFAULT NULL,
@@ -16,6 +25,7 @@ CREATE FUNCTION statesman.append(
     serve_until timestamptz DEFAULT NULL)
     RETURNS TABLE (address text, revision bigint)
     LANGUAGE c VOLATILE
+    SUPPORT statesman._append_support
     AS 'MODULE_PATHNAME', 'statesman_append';
 COMMENT ON FUNCTION statesman.append(text, text, jsonb, text, text, text, text, integer, text, text,
     text, jsonb, text, timestamptz, timestamptz) IS
@@ -30,6 +40,7 @@ CREATE FUNCTION statesman.append_bytes(
     serve_until timestamptz DEFAULT NULL)
     RETURNS TABLE (address text, revision bigint)
     LANGUAGE c VOLATILE
+    SUPPORT statesman._append_support
     AS 'MODULE_PATHNAME', 'statesman_append_bytes';
 COMMENT ON FUNCTION statesman.append_bytes(text, text, bytea, text, text, text, text, text, text,
     integer, text, text, text, jsonb, text, timestamptz, timestamptz) IS
@@ -43,6 +54,7 @@ CREATE FUNCTION statesman.append_delete(
     serve_until timestamptz DEFAULT NULL)
     RETURNS TABLE (address text, revision bigint)
     LANGUAGE c VOLATILE
+    SUPPORT statesman._append_support
     AS 'MODULE_PATHNAME', 'statesman_append_delete';
 COMMENT ON FUNCTION statesman.append_delete(text, text, text, text, text, integer, text, text, text,
     jsonb, text, timestamptz, timestamptz) IS

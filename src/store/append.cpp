@@ -22,7 +22,9 @@ extern "C" {
 #include "commands/sequence.h"
 #include "executor/executor.h"
 #include "nodes/execnodes.h"
+#include "nodes/makefuncs.h"
 #include "nodes/primnodes.h"
+#include "nodes/supportnodes.h"
 #include "utils/relcache.h"
 #include "utils/timestamp.h"
 #include "catalog/namespace.h"
@@ -50,6 +52,7 @@ extern "C" {
 PG_FUNCTION_INFO_V1(statesman_append);
 PG_FUNCTION_INFO_V1(statesman_append_bytes);
 PG_FUNCTION_INFO_V1(statesman_append_delete);
+PG_FUNCTION_INFO_V1(statesman_append_support);
 PG_FUNCTION_INFO_V1(statesman_address_of);
 PG_FUNCTION_INFO_V1(statesman_in_transaction_block);
 PG_FUNCTION_INFO_V1(statesman_roots_changed);
@@ -248,8 +251,18 @@ struct AppendResult {
   int64 revision;
 };
 
+// The defaults of partition, operation and status, as every append function declares them.
+constexpr const char *kDroppedPartition = "";
+constexpr const char *kDroppedOperation = "put";
+constexpr const char *kDroppedStatus = "ok";
+
+// Whether the call has no argument argno: the planner dropped the trailing arguments that held
+// the values an append function reads for them (statesman_append_support): NULL, or for
+// partition, operation and status their defaults ('', 'put', 'ok').
+bool Dropped(FunctionCallInfo fcinfo, int argno) { return argno >= PG_NARGS(); }
+
 void SetArg(AppendRequest &req, Param param, FunctionCallInfo fcinfo, int argno) {
-  if (PG_ARGISNULL(argno)) {
+  if (Dropped(fcinfo, argno) || PG_ARGISNULL(argno)) {
     req.nulls[param] = 'n';
   } else {
     req.values[param] = PG_GETARG_DATUM(argno);
@@ -266,6 +279,22 @@ const char *TextArg(FunctionCallInfo fcinfo, int argno) {
 const char *TextParamArg(AppendRequest &req, Param param, FunctionCallInfo fcinfo, int argno) {
   SetArg(req, param, fcinfo, argno);
   return TextArg(fcinfo, argno);
+}
+
+// SetArg for a text argument whose default the planner may have dropped (see Dropped).
+void SetTextArgOr(AppendRequest &req, Param param, FunctionCallInfo fcinfo, int argno, const char *dropped) {
+  if (!Dropped(fcinfo, argno)) {
+    SetArg(req, param, fcinfo, argno);
+    return;
+  }
+  req.values[param] = CStringGetTextDatum(dropped);
+  req.nulls[param] = ' ';
+}
+
+// TextParamArg for a text argument whose default the planner may have dropped.
+const char *TextParamArgOr(AppendRequest &req, Param param, FunctionCallInfo fcinfo, int argno, const char *dropped) {
+  SetTextArgOr(req, param, fcinfo, argno, dropped);
+  return Dropped(fcinfo, argno) ? dropped : TextArg(fcinfo, argno);
 }
 
 // The ledger's catalog facts: kept between appends, looked up again after any change of a
@@ -913,9 +942,9 @@ Datum JsonbPayloadBytes(Datum jsonb_datum) {
 // (partition, [operation,] status, value_type, schema_version, source, correlation_id,
 // causation_id, metadata, error, fresh_until, serve_until).
 void ReadCommonArgs(AppendRequest &req, FunctionCallInfo fcinfo, int argno, bool has_operation) {
-  req.partition = TextParamArg(req, kPartition, fcinfo, argno++);
-  if (has_operation) req.operation = TextParamArg(req, kOperation, fcinfo, argno++);
-  SetArg(req, kStatus, fcinfo, argno++);
+  req.partition = TextParamArgOr(req, kPartition, fcinfo, argno++, kDroppedPartition);
+  if (has_operation) req.operation = TextParamArgOr(req, kOperation, fcinfo, argno++, kDroppedOperation);
+  SetTextArgOr(req, kStatus, fcinfo, argno++, kDroppedStatus);
   SetArg(req, kValueType, fcinfo, argno++);
   SetArg(req, kSchemaVersion, fcinfo, argno++);
   SetArg(req, kSource, fcinfo, argno++);
@@ -926,6 +955,67 @@ void ReadCommonArgs(AppendRequest &req, FunctionCallInfo fcinfo, int argno, bool
   SetArg(req, kFreshUntil, fcinfo, argno++);
   SetArg(req, kServeUntil, fcinfo, argno++);
   req.nulls[kFingerprint] = 'n';  // the envelope's fingerprint comes from the root declaration
+}
+
+// ---- The planner's support (statesman._append_support) ----------------------------------------
+//
+// PostgreSQL fills in every default argument of a call when it plans the statement, and then
+// sets each argument's expression up again at every execution: for an append called with its
+// required arguments alone, a dozen constants each time. At planning, the support function drops
+// the trailing arguments that hold what the function reads for a missing one (see Dropped);
+// an argument that is not such a constant (a parameter, an expression, another value) stays,
+// and so does every argument before it.
+
+// How each append function declares its arguments: how many, how many are required, and where
+// partition, operation and status are (-1: not there). Every other optional argument defaults to
+// NULL.
+struct AppendShape {
+  const char *name;
+  int declared;
+  int required;
+  int partition, operation, status;
+};
+constexpr AppendShape kAppendShapes[] = {
+    {"append", 15, 3, 3, 4, 5},
+    {"append_bytes", 17, 4, 5, 6, 7},
+    {"append_delete", 13, 2, 2, -1, 3},
+};
+
+// Whether arg is the constant that the function reads when argument argno is missing.
+bool HoldsDropped(const AppendShape &shape, int argno, Node *arg) {
+  if (!IsA(arg, Const)) return false;
+  const Const *c = reinterpret_cast<const Const *>(arg);
+  const char *dropped = argno == shape.partition   ? kDroppedPartition
+                        : argno == shape.operation ? kDroppedOperation
+                        : argno == shape.status    ? kDroppedStatus
+                                                   : nullptr;
+  if (dropped == nullptr) return c->constisnull;
+  if (c->constisnull || c->consttype != TEXTOID) return false;
+  const text *t = DatumGetTextPP(c->constvalue);
+  size_t len = VARSIZE_ANY_EXHDR(t);
+  return len == std::strlen(dropped) && std::memcmp(VARDATA_ANY(t), dropped, len) == 0;
+}
+
+// The call without its trailing arguments that hold what the function reads for a missing one,
+// or nullptr to keep it as it is. Plain PostgreSQL code: run it under pg::Call.
+Node *WithoutDroppedArgs(const FuncExpr *call) {
+  if (get_func_namespace(call->funcid) != get_namespace_oid("statesman", true)) return nullptr;
+  const char *name = get_func_name(call->funcid);
+  const AppendShape *shape = nullptr;
+  for (const AppendShape &s : kAppendShapes)
+    if (name != nullptr && std::strcmp(s.name, name) == 0) shape = &s;
+  int nargs = list_length(call->args);
+  if (shape == nullptr || nargs != shape->declared) return nullptr;
+  int keep = nargs;
+  while (keep > shape->required && HoldsDropped(*shape, keep - 1, static_cast<Node *>(list_nth(call->args, keep - 1))))
+    --keep;
+  if (keep == nargs) return nullptr;
+  FuncExpr *shorter = makeFuncExpr(call->funcid, call->funcresulttype, list_truncate(list_copy(call->args), keep),
+                                   call->funccollid, call->inputcollid, call->funcformat);
+  shorter->funcretset = call->funcretset;
+  shorter->funcvariadic = call->funcvariadic;
+  shorter->location = call->location;
+  return reinterpret_cast<Node *>(shorter);
 }
 
 }  // namespace
@@ -1010,6 +1100,18 @@ extern "C" Datum statesman_append_delete(PG_FUNCTION_ARGS) {
   statesman::pg::ReadCommonArgs(req, fcinfo, 2, false);
   AppendResult result = statesman::pg::Invoke([&] { return statesman::pg::AppendRecord(req); });
   return statesman::pg::ReturnAppendResult(fcinfo, result);
+}
+
+// statesman._append_support(internal) → internal: the append functions' SUPPORT function. To a
+// SupportRequestSimplify, the call without its dropped trailing arguments (see
+// WithoutDroppedArgs); to any other request, NULL (nothing to say).
+extern "C" Datum statesman_append_support(PG_FUNCTION_ARGS) {
+  Node *request = reinterpret_cast<Node *>(PG_GETARG_POINTER(0));
+  if (!IsA(request, SupportRequestSimplify)) PG_RETURN_POINTER(nullptr);
+  const FuncExpr *call = reinterpret_cast<SupportRequestSimplify *>(request)->fcall;
+  Node *shorter = statesman::pg::Invoke(
+      [&] { return statesman::pg::Call([&] { return statesman::pg::WithoutDroppedArgs(call); }); });
+  PG_RETURN_POINTER(shorter);
 }
 
 // statesman.address_of(root, path, partition) → the canonical address, validating each part.

@@ -364,3 +364,55 @@ SELECT count(*) AS by_lower_path FROM statesman.history WHERE lower(path) = 'k9'
 SELECT count(*) AS not_legacy FROM statesman.history WHERE legacy_position IS NULL AND root = 'indexed';
 SELECT count(*) AS legacy FROM statesman.history WHERE legacy_position IS NOT NULL AND address = 'indexed/K2';
 ROLLBACK;
+
+--
+-- The planner's support of the append functions drops the trailing arguments that hold what the
+-- function reads for a missing one (NULL; '' for partition, 'put' for operation, 'ok' for
+-- status), and keeps every other argument and every argument before one it keeps. The rows are
+-- the same either way: each pair below is appended once with the defaults left out and once with
+-- them given as other expressions (which the planner cannot drop), and must read alike.
+--
+SELECT p.proname, p.prosupport
+  FROM pg_proc p WHERE p.pronamespace = 'statesman'::regnamespace AND p.proname LIKE 'append%' ORDER BY 1;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT * FROM statesman.append('dropped', 'a', '{"n": 1}');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT statesman.append('dropped', 'a', '{"n": 1}', partition => '', status => 'ok');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT * FROM statesman.append('dropped', 'a', '{"n": 1}', status => 'failed');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT * FROM statesman.append('dropped', 'a', '{"n": 1}', metadata => '{"m": 1}');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT * FROM statesman.append('dropped', 'a', '{"n": 1}', operation => 'PUT');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT * FROM statesman.append_bytes('dropped', 'b', '\x01', 'text/plain');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT * FROM statesman.append_bytes('dropped', 'b', '\x01', 'text/plain', partition => 'p1');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT * FROM statesman.append_delete('dropped', 'a');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT * FROM statesman.append_delete('dropped', 'a', status => 'gone');
+PREPARE dropped_status(text) AS SELECT * FROM statesman.append('dropped', 'prepared', '{"n": 2}', status => $1);
+EXPLAIN (VERBOSE, COSTS OFF) EXECUTE dropped_status('ok');  -- a custom plan: the parameter's value is a constant
+SET plan_cache_mode = force_generic_plan;
+EXPLAIN (VERBOSE, COSTS OFF) EXECUTE dropped_status('ok');  -- the generic plan keeps the parameter
+BEGIN;
+-- Each pair: (left out) and (given as expressions the planner keeps).
+SELECT revision FROM statesman.append('dropped', 'left', '{"n": 1}');
+SELECT revision FROM statesman.append('dropped', 'given', '{"n": 1}', (SELECT ''), (SELECT 'put'), (SELECT 'ok'),
+    (SELECT NULL::text), (SELECT NULL::int), (SELECT NULL::text), (SELECT NULL::text), (SELECT NULL::text),
+    (SELECT NULL::jsonb), (SELECT NULL::text), (SELECT NULL::timestamptz), (SELECT NULL::timestamptz));
+SELECT revision FROM statesman.append_bytes('dropped', 'left', '\x01', 'text/plain');
+SELECT revision FROM statesman.append_bytes('dropped', 'given', '\x01', 'text/plain', (SELECT NULL::text),
+    (SELECT ''), (SELECT 'put'), (SELECT 'ok'), (SELECT NULL::text), (SELECT NULL::int), (SELECT NULL::text),
+    (SELECT NULL::text), (SELECT NULL::text), (SELECT NULL::jsonb), (SELECT NULL::text), (SELECT NULL::timestamptz),
+    (SELECT NULL::timestamptz));
+SELECT revision FROM statesman.append_delete('dropped', 'left');
+SELECT revision FROM statesman.append_delete('dropped', 'given', (SELECT ''), (SELECT 'ok'), (SELECT NULL::text),
+    (SELECT NULL::int), (SELECT NULL::text), (SELECT NULL::text), (SELECT NULL::text), (SELECT NULL::jsonb),
+    (SELECT NULL::text), (SELECT NULL::timestamptz), (SELECT NULL::timestamptz));
+EXECUTE dropped_status('ok');
+EXECUTE dropped_status('failed');
+SELECT l.revision, l.partition, l.operation, l.status, l.value_type, l.schema_version, l.source,
+       l.correlation_id, l.causation_id, l.metadata, l.error, l.fresh_until, l.serve_until, l.content_type,
+       l.serializer_id,
+       (to_jsonb(l) - '{id,address,path,occurred_at,txid,legacy_position}'::text[])
+         = (to_jsonb(g) - '{id,address,path,occurred_at,txid,legacy_position}'::text[]) AS same_as_given
+  FROM statesman.history l
+  JOIN statesman.history g ON g.root = l.root AND g.path = 'given' AND g.revision = l.revision
+ WHERE l.root = 'dropped' AND l.path = 'left' ORDER BY l.revision;
+SELECT revision, status FROM statesman.history WHERE root = 'dropped' AND path = 'prepared' ORDER BY revision;
+ROLLBACK;
+RESET plan_cache_mode;
+DEALLOCATE dropped_status;
