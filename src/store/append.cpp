@@ -256,6 +256,21 @@ constexpr const char *kDroppedPartition = "";
 constexpr const char *kDroppedOperation = "put";
 constexpr const char *kDroppedStatus = "ok";
 
+// How each append function declares its arguments: how many, how many are required, and where
+// the arguments all three share begin (partition, [operation,] status, value_type, …,
+// serve_until; see ReadCommonArgs). Every optional argument other than partition, operation and
+// status defaults to NULL.
+struct AppendShape {
+  const char *name;
+  int declared;
+  int required;
+  int first_common;
+  bool has_operation;
+};
+constexpr AppendShape kAppend{"append", 15, 3, 3, true};
+constexpr AppendShape kAppendBytes{"append_bytes", 17, 4, 5, true};
+constexpr AppendShape kAppendDelete{"append_delete", 13, 2, 2, false};
+
 // Whether the call has no argument argno: the planner dropped the trailing arguments that held
 // the values an append function reads for them (statesman_append_support): NULL, or for
 // partition, operation and status their defaults ('', 'put', 'ok').
@@ -938,12 +953,13 @@ Datum JsonbPayloadBytes(Datum jsonb_datum) {
   return PointerGetDatum(cstring_to_text_with_len(out.data, out.len));
 }
 
-// Reads the arguments shared by the three append functions, starting at first_common
+// Reads the arguments shared by the three append functions, from the shape's first_common on
 // (partition, [operation,] status, value_type, schema_version, source, correlation_id,
 // causation_id, metadata, error, fresh_until, serve_until).
-void ReadCommonArgs(AppendRequest &req, FunctionCallInfo fcinfo, int argno, bool has_operation) {
+void ReadCommonArgs(AppendRequest &req, FunctionCallInfo fcinfo, const AppendShape &shape) {
+  int argno = shape.first_common;
   req.partition = TextParamArgOr(req, kPartition, fcinfo, argno++, kDroppedPartition);
-  if (has_operation) req.operation = TextParamArgOr(req, kOperation, fcinfo, argno++, kDroppedOperation);
+  if (shape.has_operation) req.operation = TextParamArgOr(req, kOperation, fcinfo, argno++, kDroppedOperation);
   SetTextArgOr(req, kStatus, fcinfo, argno++, kDroppedStatus);
   SetArg(req, kValueType, fcinfo, argno++);
   SetArg(req, kSchemaVersion, fcinfo, argno++);
@@ -966,29 +982,16 @@ void ReadCommonArgs(AppendRequest &req, FunctionCallInfo fcinfo, int argno, bool
 // an argument that is not such a constant (a parameter, an expression, another value) stays,
 // and so does every argument before it.
 
-// How each append function declares its arguments: how many, how many are required, and where
-// partition, operation and status are (-1: not there). Every other optional argument defaults to
-// NULL.
-struct AppendShape {
-  const char *name;
-  int declared;
-  int required;
-  int partition, operation, status;
-};
-constexpr AppendShape kAppendShapes[] = {
-    {"append", 15, 3, 3, 4, 5},
-    {"append_bytes", 17, 4, 5, 6, 7},
-    {"append_delete", 13, 2, 2, -1, 3},
-};
+constexpr const AppendShape *kAppendShapes[] = {&kAppend, &kAppendBytes, &kAppendDelete};
 
 // Whether arg is the constant that the function reads when argument argno is missing.
 bool HoldsDropped(const AppendShape &shape, int argno, Node *arg) {
   if (!IsA(arg, Const)) return false;
   const Const *c = reinterpret_cast<const Const *>(arg);
-  const char *dropped = argno == shape.partition   ? kDroppedPartition
-                        : argno == shape.operation ? kDroppedOperation
-                        : argno == shape.status    ? kDroppedStatus
-                                                   : nullptr;
+  // Counted from partition, as if every function had an operation: 0 partition, 1 operation, 2 status.
+  int k = argno - shape.first_common;
+  if (!shape.has_operation && k >= 1) ++k;
+  const char *dropped = k == 0 ? kDroppedPartition : k == 1 ? kDroppedOperation : k == 2 ? kDroppedStatus : nullptr;
   if (dropped == nullptr) return c->constisnull;
   if (c->constisnull || c->consttype != TEXTOID) return false;
   const text *t = DatumGetTextPP(c->constvalue);
@@ -1002,8 +1005,8 @@ Node *WithoutDroppedArgs(const FuncExpr *call) {
   if (get_func_namespace(call->funcid) != get_namespace_oid("statesman", true)) return nullptr;
   const char *name = get_func_name(call->funcid);
   const AppendShape *shape = nullptr;
-  for (const AppendShape &s : kAppendShapes)
-    if (name != nullptr && std::strcmp(s.name, name) == 0) shape = &s;
+  for (const AppendShape *s : kAppendShapes)
+    if (name != nullptr && std::strcmp(s->name, name) == 0) shape = s;
   int nargs = list_length(call->args);
   if (shape == nullptr || nargs != shape->declared) return nullptr;
   int keep = nargs;
@@ -1067,7 +1070,7 @@ extern "C" Datum statesman_append(PG_FUNCTION_ARGS) {
   req.values[statesman::pg::kContentType] = CStringGetTextDatum("application/json");
   req.nulls[statesman::pg::kContentType] = ' ';
   req.nulls[statesman::pg::kSerializerId] = 'n';
-  statesman::pg::ReadCommonArgs(req, fcinfo, 3, true);
+  statesman::pg::ReadCommonArgs(req, fcinfo, statesman::pg::kAppend);
   AppendResult result = statesman::pg::Invoke([&] { return statesman::pg::AppendRecord(req); });
   return statesman::pg::ReturnAppendResult(fcinfo, result);
 }
@@ -1081,7 +1084,7 @@ extern "C" Datum statesman_append_bytes(PG_FUNCTION_ARGS) {
   statesman::pg::SetArg(req, statesman::pg::kPayload, fcinfo, 2);
   statesman::pg::SetArg(req, statesman::pg::kContentType, fcinfo, 3);
   statesman::pg::SetArg(req, statesman::pg::kSerializerId, fcinfo, 4);
-  statesman::pg::ReadCommonArgs(req, fcinfo, 5, true);
+  statesman::pg::ReadCommonArgs(req, fcinfo, statesman::pg::kAppendBytes);
   AppendResult result = statesman::pg::Invoke([&] { return statesman::pg::AppendRecord(req); });
   return statesman::pg::ReturnAppendResult(fcinfo, result);
 }
@@ -1097,7 +1100,7 @@ extern "C" Datum statesman_append_delete(PG_FUNCTION_ARGS) {
   req.nulls[statesman::pg::kPayload] = 'n';
   req.nulls[statesman::pg::kContentType] = 'n';
   req.nulls[statesman::pg::kSerializerId] = 'n';
-  statesman::pg::ReadCommonArgs(req, fcinfo, 2, false);
+  statesman::pg::ReadCommonArgs(req, fcinfo, statesman::pg::kAppendDelete);
   AppendResult result = statesman::pg::Invoke([&] { return statesman::pg::AppendRecord(req); });
   return statesman::pg::ReturnAppendResult(fcinfo, result);
 }
