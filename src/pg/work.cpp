@@ -93,6 +93,8 @@ void KeepPageMemory() {
   kept = true;
 }
 
+void GiveBackPageMemory() { malloc_trim(0); }
+
 StatementScope::StatementScope() noexcept {
   statement_running = true;
   if (ShutdownRequestPending && cancel_on_shutdown) CancelStatement();

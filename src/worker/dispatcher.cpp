@@ -277,6 +277,7 @@ struct CycleOutcome {
   std::string error;
   int64 retry_after_ms = 0;  // when failed: the sink's wish for the wait (Retry-After), or 0
   bool stop = false;         // the outbox was dropped or paused
+  bool full_page = false;    // a page of batch_size records was delivered (more may have followed)
 };
 
 // One page as statesman._page_result: status, read, last_position, published, deduplicated,
@@ -367,6 +368,7 @@ CycleOutcome RunCycle(const OutboxSettings &s, SinkHandle &handle, const std::fu
       // A page short of batch_size read everything there was: the next page would be empty.
       // What commits after it comes with its own hint (or the next poll).
       if (page[7] != "t") return out;
+      out.full_page = true;
     }
     if (!between_pages()) return out;
   }
@@ -521,12 +523,27 @@ class DispatcherProcess {
         continue;
       }
       retry_at_ = 0;
+      KeepOrGiveBackPageMemory(out.full_page);
       woken_by_hint_ = WaitForLatch(std::min<int64>(
           settings_.poll_interval, settings_.require_lease ? NextRenewal() - NowMillis() : settings_.poll_interval));
     }
   }
 
   int64 NextRenewal() const { return clock_.NextRenewal(settings_); }
+
+  // A drain keeps the memory of its full pages for the next one (KeepPageMemory): up to 32 MB
+  // the process holds without using. Once no full page came for kGiveBackAfterMs, the backlog
+  // is drained and the pages are short again: that memory goes back to the system, once.
+  void KeepOrGiveBackPageMemory(bool full_page) {
+    int64 now = NowMillis();
+    if (full_page) {
+      holds_page_memory_ = true;
+      last_full_page_at_ = now;
+    } else if (holds_page_memory_ && now - last_full_page_at_ >= kGiveBackAfterMs) {
+      GiveBackPageMemory();
+      holds_page_memory_ = false;
+    }
+  }
 
   // Renews the lease when due (measured from the last renewal). False when the lease was lost.
   bool RenewIfDue() {
@@ -570,6 +587,9 @@ class DispatcherProcess {
   int64 next_acquire_ = 0;
   int64 retry_at_ = 0;
   bool woken_by_hint_ = false;
+  static constexpr int64 kGiveBackAfterMs = 1000;
+  bool holds_page_memory_ = false;  // a full page was delivered since the last give-back
+  int64 last_full_page_at_ = 0;
   int64 settings_loaded_at_ = 0;
   std::string noted_;
 };

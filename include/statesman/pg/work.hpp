@@ -37,6 +37,10 @@ std::vector<Row> Query(const char *sql, const std::vector<Value> &params = {});
 // values its own dynamic adjustment reaches after one large free (16 MB for mmap, 32 MB kept at
 // the heap's top). Once per process: the read_feed sessions and the dispatchers.
 void KeepPageMemory();
+// Hands the free memory that KeepPageMemory keeps back to the system (malloc_trim): for a
+// dispatcher that has drained its backlog and reads short pages again, so that a burst's pages
+// do not stay in its memory for the rest of its life. The next full page faults it in again.
+void GiveBackPageMemory();
 // Prepares sql (nargs parameters of these types) and keeps the plan for the process
 // (SPI_keepplan; PostgreSQL re-plans it when what it uses changes). The one exception to this
 // header's rule: plain PostgreSQL code that may ereport, for callers already under pg::Call
