@@ -913,7 +913,10 @@ Row DeliverTablePage(const std::string &outbox_id) {
   if (failure) {
     std::string error = "table sink " + target.value_or(h.table_option.value_or("")) + ": " + failure->message;
     result[0] = "failed";
-    if (read >= 0) result[1] = Text(read);
+    if (read >= 0) {
+      result[1] = Text(read);
+      result[7] = read >= h.batch_size ? "t" : "f";
+    }
     result[2] = after;
     result[5] = QueryValue("SELECT statesman._note_failure($1, $2)", {outbox_id, error});
     result[6] = error;

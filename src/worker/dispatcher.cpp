@@ -277,7 +277,7 @@ struct CycleOutcome {
   std::string error;
   int64 retry_after_ms = 0;  // when failed: the sink's wish for the wait (Retry-After), or 0
   bool stop = false;         // the outbox was dropped or paused
-  bool full_page = false;    // a page of batch_size records was delivered (more may have followed)
+  bool full_page = false;    // a page of batch_size records was read (delivered, or refused)
 };
 
 // One page as statesman._page_result: status, read, last_position, published, deduplicated,
@@ -347,6 +347,7 @@ CycleOutcome RunCycle(const OutboxSettings &s, SinkHandle &handle, const std::fu
     if (status == "failed") {
       out.attempts = static_cast<int>(ToInt(page[5]));
       out.error = page[6].value_or("unknown error");
+      if (page[7] == "t") out.full_page = true;
       if (!worker::ShouldPark(s, out.attempts)) {
         out.failed = true;
         return out;
@@ -422,6 +423,8 @@ class DispatcherProcess {
     for (;;) {
       if (!HandleInterrupts()) break;
       int64 now = NowMillis();
+      // Every wake (a standby's, a backoff's, a poll's) may give a past drain's memory back.
+      KeepOrGiveBackPageMemory(false);
       // Settings are re-read at least once per poll interval (not on every hint); the page
       // functions see a pause or a drop themselves, at once.
       if (settings_loaded_at_ == 0 || now - settings_loaded_at_ >= settings_.poll_interval) {
@@ -509,6 +512,7 @@ class DispatcherProcess {
           },
           true);
       if (IsTransactionState()) EndWork();
+      KeepOrGiveBackPageMemory(out.full_page);
       if (out.stop) break;
       if (out.failed) {
         // The backoff, or longer when the sink asked for it (Retry-After), within max_retry_delay.
@@ -523,7 +527,6 @@ class DispatcherProcess {
         continue;
       }
       retry_at_ = 0;
-      KeepOrGiveBackPageMemory(out.full_page);
       woken_by_hint_ = WaitForLatch(std::min<int64>(
           settings_.poll_interval, settings_.require_lease ? NextRenewal() - NowMillis() : settings_.poll_interval));
     }
@@ -532,8 +535,9 @@ class DispatcherProcess {
   int64 NextRenewal() const { return clock_.NextRenewal(settings_); }
 
   // A drain keeps the memory of its full pages for the next one (KeepPageMemory): up to 32 MB
-  // the process holds without using. Once no full page came for kGiveBackAfterMs, the backlog
-  // is drained and the pages are short again: that memory goes back to the system, once.
+  // the process holds without using. Once no full page was read for kGiveBackAfterMs (the
+  // backlog is drained; or the sink refuses a page and the dispatcher backs off; or it lost its
+  // lease and stands by), that memory goes back to the system, once. Called at every wake.
   void KeepOrGiveBackPageMemory(bool full_page) {
     int64 now = NowMillis();
     if (full_page) {
@@ -588,7 +592,7 @@ class DispatcherProcess {
   int64 retry_at_ = 0;
   bool woken_by_hint_ = false;
   static constexpr int64 kGiveBackAfterMs = 1000;
-  bool holds_page_memory_ = false;  // a full page was delivered since the last give-back
+  bool holds_page_memory_ = false;  // a full page was read since the last give-back
   int64 last_full_page_at_ = 0;
   int64 settings_loaded_at_ = 0;
   std::string noted_;
