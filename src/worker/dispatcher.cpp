@@ -541,11 +541,10 @@ class DispatcherProcess {
   void KeepOrGiveBackPageMemory(bool full_page) {
     int64 now = NowMillis();
     if (full_page) {
-      holds_page_memory_ = true;
       last_full_page_at_ = now;
-    } else if (holds_page_memory_ && now - last_full_page_at_ >= kGiveBackAfterMs) {
+    } else if (last_full_page_at_ != 0 && now - last_full_page_at_ >= kGiveBackAfterMs) {
       GiveBackPageMemory();
-      holds_page_memory_ = false;
+      last_full_page_at_ = 0;
     }
   }
 
@@ -592,8 +591,7 @@ class DispatcherProcess {
   int64 retry_at_ = 0;
   bool woken_by_hint_ = false;
   static constexpr int64 kGiveBackAfterMs = 1000;
-  bool holds_page_memory_ = false;  // a full page was read since the last give-back
-  int64 last_full_page_at_ = 0;
+  int64 last_full_page_at_ = 0;  // the last full page read since the last give-back, or 0
   int64 settings_loaded_at_ = 0;
   std::string noted_;
 };
