@@ -13,6 +13,8 @@
 // are any, the tick's own xid X (assigned after L was read) and its row.
 #include "statesman/feed/ticks.hpp"
 
+#include <vector>
+
 #include "statesman/feed/stored_snapshot.hpp"
 #include "statesman/pg/guard.hpp"
 #include "statesman/pg/relations.hpp"
@@ -321,6 +323,64 @@ void InsertTick(Relation ticks, const Datum *values, const bool *nulls) {
   CommandCounterIncrement();
 }
 
+// The scan bound for the records new in `cur` since the snapshot `since`: m is the smaller of
+// since's xmax and the smallest xid of its running list that has ended by cur (the list is
+// sorted); the bound is the L of the newest tick whose X is below m, 0 when none is.
+int64 ScanBound(const TickerRelations &r, Snapshot snapshot, const StoredSnapshot *since, const StoredSnapshot *cur) {
+  FullTransactionId m = since->xmax;
+  for (uint32 i = 0; i < since->nxip; ++i)
+    if (VisibleInSnapshot(since->xip[i], cur)) {
+      if (FullTransactionIdPrecedes(since->xip[i], m)) m = since->xip[i];
+      break;
+    }
+  int64 bound = 0;
+  NewestTicks(r, snapshot, false, [&](const TickRow &t) {
+    if (!FullTransactionIdPrecedes(t.xid, m)) return false;
+    bound = t.last_id;
+    return true;
+  });
+  return bound;
+}
+
+// What this process's last scan that found nothing new established: no record exists of a
+// transaction that had ended by that scan's snapshot S and not by the stored snapshot P it
+// compared with. That stays true (an ended transaction adds no records, an id is never drawn
+// twice), and every later snapshot sees what S saw, so the records new since P in a later
+// snapshot are exactly those new since S, and their scan starts at the bound S gives. Without
+// it, every idle poll after a tick of a million records would read that million again for
+// their transaction ids. Kept in the process's own memory across transactions, for the same P
+// only (the newest tick's id and P's bytes, in the same relations), and never from or for a
+// scan that counted its own transaction as ended (it may append after).
+class EmptyScan {
+ public:
+  const StoredSnapshot *Since(const TickerRelations &r, int64 tick_id, const StoredSnapshot *prev) const {
+    if (seen_.empty() || ticks_ != RelationGetRelid(r.ticks) || history_ != RelationGetRelid(r.history) ||
+        tick_id_ != tick_id || prev_ != Bytes(prev))
+      return nullptr;
+    return reinterpret_cast<const StoredSnapshot *>(seen_.data());
+  }
+
+  void Remember(const TickerRelations &r, int64 tick_id, const StoredSnapshot *prev, const StoredSnapshot *seen) {
+    ticks_ = RelationGetRelid(r.ticks);
+    history_ = RelationGetRelid(r.history);
+    tick_id_ = tick_id;
+    prev_ = Bytes(prev);
+    seen_ = Bytes(seen);
+  }
+
+ private:
+  static std::vector<char> Bytes(const StoredSnapshot *s) {
+    const char *p = reinterpret_cast<const char *>(s);
+    return std::vector<char>(p, p + VARSIZE(s));
+  }
+
+  Oid ticks_ = InvalidOid, history_ = InvalidOid;
+  int64 tick_id_ = -1;
+  std::vector<char> prev_, seen_;  // operator new's alignment suits the snapshot's 8-byte xids
+};
+
+EmptyScan empty_scan;
+
 void SetSynchronousCommit(bool durable) {
   set_config_option("synchronous_commit", durable ? "on" : "off", superuser() ? PGC_SUSET : PGC_USERSET, PGC_S_SESSION,
                     GUC_ACTION_LOCAL, true, 0, false);
@@ -362,22 +422,13 @@ bool TickWith(const TickerRelations &r, bool durable, int64 *head) {
   bool found = false;
   // With no stored snapshot, no record is new in one (the SQL conditions would be NULL).
   if (last_snap != nullptr) {
-    // The scan bound: m is the smaller of the last snapshot's xmax and the smallest xid of its
-    // running list that has ended since (the list is sorted); the bound is the L of the newest
-    // tick whose X is below m, 0 when none is.
-    FullTransactionId m = last_snap->xmax;
-    for (uint32 i = 0; i < last_snap->nxip; ++i)
-      if (VisibleInSnapshot(last_snap->xip[i], cur)) {
-        if (FullTransactionIdPrecedes(last_snap->xip[i], m)) m = last_snap->xip[i];
-        break;
-      }
-    int64 bound = 0;
-    NewestTicks(r, snapshot, false, [&](const TickRow &t) {
-      if (!FullTransactionIdPrecedes(t.xid, m)) return false;
-      bound = t.last_id;
-      return true;
-    });
-    found = NewRecords(r, snapshot, bound, cur, last_snap, &lo, &hi);
+    // The records new in cur since the last stored snapshot P, or, when this process's last
+    // scan against P found none, those new since that scan's snapshot: the same set.
+    bool unowned = !FullTransactionIdIsValid(own);
+    const StoredSnapshot *since = unowned ? empty_scan.Since(r, last.tick_id, last_snap) : nullptr;
+    if (since == nullptr) since = last_snap;
+    found = NewRecords(r, snapshot, ScanBound(r, snapshot, since, cur), cur, since, &lo, &hi);
+    if (!found && unowned) empty_scan.Remember(r, last.tick_id, last_snap, cur);
   }
   if (!found) {
     // Nothing new: no tick, the last one stays the reference.

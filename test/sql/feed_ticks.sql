@@ -170,3 +170,26 @@ SELECT pg_temp.settle() AS sequenced;
 BEGIN READ ONLY;
 SELECT statesman.sequence_feed() = statesman.head_position() AS head_when_nothing_is_new;
 ROLLBACK;
+
+--
+-- An idle tick after a large one reads only the ids drawn since this session's last scan that
+-- found nothing, not the large tick's records again for their transaction ids (counted as the
+-- index entries of statesman.history_id read, which only the ticker reads here).
+--
+SELECT count(*) AS appended
+  FROM generate_series(1, 5000) i, LATERAL statesman.append('ticks-large', 'l' || i, '{}') a;
+SELECT statesman.sequence_feed() > 0 AS large_tick;
+SELECT statesman.sequence_feed() = statesman.head_position() AS first_idle_tick;
+SELECT pg_stat_force_next_flush();
+SELECT idx_tup_read AS reads_before FROM pg_stat_user_indexes
+ WHERE indexrelid = 'statesman.history_id'::regclass \gset
+SELECT statesman.sequence_feed() = statesman.head_position() AS idle_tick_1;
+SELECT statesman.sequence_feed() = statesman.head_position() AS idle_tick_2;
+SELECT statesman.sequence_feed() = statesman.head_position() AS idle_tick_3;
+SELECT pg_stat_force_next_flush();
+SELECT idx_tup_read - :reads_before < 100 AS idle_ticks_skip_the_large_tick
+  FROM pg_stat_user_indexes WHERE indexrelid = 'statesman.history_id'::regclass;
+-- A record appended after them is ticked by the next call of the same session.
+SELECT count(*) AS appended FROM statesman.append('ticks-large', 'after', '{}') a;
+SELECT statesman.sequence_feed() > 0 AS ticked;
+SELECT message->>'address' AS last_record FROM statesman.read_feed(statesman.head_position() - 1, 10);
