@@ -10,6 +10,7 @@ OBJS = \
 	src/pg/guard.o \
 	src/pg/work.o \
 	src/pg/jsonb_format.o \
+	src/pg/bulk_insert.o \
 	src/store/names.o \
 	src/store/append.o \
 	src/store/revision_hints.o \

@@ -49,9 +49,9 @@ COMMENT ON FUNCTION statesman._page_outbox(text) IS 'an outbox''s row, under the
 -- totals commit together, so delivery into the table is exactly-once. The sink's failure
 -- (a constraint, a trigger, a missing table) is caught, recorded and reported as 'failed'.
 -- In C (src/feed/page.cpp): under the page lock, the outbox's row and cursor read once, the
--- page read in one pass (statesman._feed_page's rows, from the tables), its messages built in C++ and inserted by one
--- kept INSERT … SELECT FROM unnest(…) (ON CONFLICT (message_id) DO NOTHING only after a
--- unique violation: a re-delivery).
+-- page read in one pass (statesman._feed_page's rows, from the tables), its messages built in C++ and inserted as
+-- COPY inserts rows into a plain table, else by one kept INSERT … SELECT FROM unnest(…)
+-- (ON CONFLICT (message_id) DO NOTHING only after a unique violation: a re-delivery).
 CREATE FUNCTION statesman._deliver_table_page(outbox_id text) RETURNS statesman._page_result
     LANGUAGE c VOLATILE
     SET search_path = pg_catalog, pg_temp
