@@ -551,6 +551,16 @@ $$;
 COMMENT ON FUNCTION statesman._check_sink(text, jsonb) IS
     'validates a sink and its options; prepares the table sink''s target';
 
+-- A table sink's rows are inserted as the target table's owner (see statesman--0.4.0.sql).
+CREATE FUNCTION statesman._insert_sink_rows(target text, message_ids text[], global_positions bigint[],
+                                            messages jsonb[]) RETURNS bigint
+    LANGUAGE c VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'statesman_insert_sink_rows';
+COMMENT ON FUNCTION statesman._insert_sink_rows(text, text[], bigint[], jsonb[]) IS
+    'inserts rows into a table sink''s target as its owner (ON CONFLICT (message_id) DO NOTHING)';
+REVOKE ALL ON FUNCTION statesman._insert_sink_rows(text, text[], bigint[], jsonb[]) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION statesman._redeliver_table_page(outbox_id text) RETURNS statesman._page_result
     LANGUAGE plpgsql VOLATILE
     SET search_path = pg_catalog, pg_temp
@@ -560,6 +570,8 @@ DECLARE
     r statesman._page_result;
     v_target text;
     v_positions bigint[];
+    v_ids text[];
+    v_messages jsonb[];
 BEGIN
     o := statesman._page_outbox(_redeliver_table_page.outbox_id);
     IF o.outbox_id IS NULL OR NOT o.enabled THEN
@@ -576,13 +588,11 @@ BEGIN
     BEGIN
         v_target := statesman._sink_table(o.sink_options);
         PERFORM statesman._check_sink_target(v_target);
-        EXECUTE format(
-            'INSERT INTO %s AS t (message_id, global_position, message) '
-            'SELECT d.message_id, d.global_position, d.message FROM statesman.dead_letters d '
-            'WHERE d.outbox_id OPERATOR(pg_catalog.=) $1 AND d.global_position OPERATOR(pg_catalog.=) ANY ($2) '
-            'ORDER BY d.global_position ON CONFLICT (message_id) DO NOTHING', v_target)
-            USING o.outbox_id, v_positions;
-        GET DIAGNOSTICS r.published = ROW_COUNT;
+        SELECT array_agg(d.message_id ORDER BY d.global_position), array_agg(d.message ORDER BY d.global_position)
+          INTO v_ids, v_messages
+          FROM statesman.dead_letters d
+         WHERE d.outbox_id = o.outbox_id AND d.global_position = ANY (v_positions);
+        r.published := statesman._insert_sink_rows(v_target, v_ids, v_positions, v_messages);
     EXCEPTION WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
         r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);

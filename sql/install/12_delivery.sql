@@ -155,6 +155,17 @@ $$;
 COMMENT ON FUNCTION statesman._park_page(text, text, integer, bigint) IS
     'skips the next page: parks its messages in dead_letters and moves the cursor past it';
 
+-- Rows inserted into a `table` sink's target with ON CONFLICT (message_id) DO NOTHING, as the
+-- target table's owner in a security-restricted operation (its triggers, defaults, constraints
+-- and index expressions never run with the extension owner's rights); returns how many.
+CREATE FUNCTION statesman._insert_sink_rows(target text, message_ids text[], global_positions bigint[],
+                                            messages jsonb[]) RETURNS bigint
+    LANGUAGE c VOLATILE
+    SET search_path = pg_catalog, pg_temp
+    AS 'MODULE_PATHNAME', 'statesman_insert_sink_rows';
+COMMENT ON FUNCTION statesman._insert_sink_rows(text, text[], bigint[], jsonb[]) IS
+    'inserts rows into a table sink''s target as its owner (ON CONFLICT (message_id) DO NOTHING)';
+
 -- Hands requeued dead letters to a `table` sink (at most one page); delivered ones leave
 -- dead_letters in the same transaction. On failure they stay parked and are no longer
 -- requeued, so one broken message cannot stall the feed: redeliver() again to retry.
@@ -167,6 +178,8 @@ DECLARE
     r statesman._page_result;
     v_target text;
     v_positions bigint[];
+    v_ids text[];
+    v_messages jsonb[];
 BEGIN
     o := statesman._page_outbox(_redeliver_table_page.outbox_id);
     IF o.outbox_id IS NULL OR NOT o.enabled THEN
@@ -183,13 +196,11 @@ BEGIN
     BEGIN
         v_target := statesman._sink_table(o.sink_options);
         PERFORM statesman._check_sink_target(v_target);
-        EXECUTE format(
-            'INSERT INTO %s AS t (message_id, global_position, message) '
-            'SELECT d.message_id, d.global_position, d.message FROM statesman.dead_letters d '
-            'WHERE d.outbox_id OPERATOR(pg_catalog.=) $1 AND d.global_position OPERATOR(pg_catalog.=) ANY ($2) '
-            'ORDER BY d.global_position ON CONFLICT (message_id) DO NOTHING', v_target)
-            USING o.outbox_id, v_positions;
-        GET DIAGNOSTICS r.published = ROW_COUNT;
+        SELECT array_agg(d.message_id ORDER BY d.global_position), array_agg(d.message ORDER BY d.global_position)
+          INTO v_ids, v_messages
+          FROM statesman.dead_letters d
+         WHERE d.outbox_id = o.outbox_id AND d.global_position = ANY (v_positions);
+        r.published := statesman._insert_sink_rows(v_target, v_ids, v_positions, v_messages);
     EXCEPTION WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
         r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);

@@ -66,6 +66,7 @@ REVOKE ALL ON FUNCTION statesman._move_cursor(text, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._deliver_table_page(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._park_page(text, text, integer, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._redeliver_table_page(text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION statesman._insert_sink_rows(text, text[], bigint[], jsonb[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._finish_page(text, bigint, bigint, bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._requeued_messages(text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION statesman._requeued_outcome(text, bigint[], boolean, bigint, bigint, text) FROM PUBLIC;

@@ -46,6 +46,7 @@ extern "C" {
 
 PG_FUNCTION_INFO_V1(statesman_read_feed);
 PG_FUNCTION_INFO_V1(statesman_deliver_table_page);
+PG_FUNCTION_INFO_V1(statesman_insert_sink_rows);
 }
 
 #include <algorithm>
@@ -821,19 +822,10 @@ std::string SinkTarget(const std::string &options) {
 std::string insert_target;
 SPIPlanPtr insert_plans[2] = {nullptr, nullptr};
 
-// Inserts the page's messages into target; returns how many rows it inserted. Into a plain
-// table as COPY inserts (pg/bulk_insert.hpp); else, and for ON CONFLICT, by the kept INSERT, its
-// arrays unnested in the select list (value per call, in step): in FROM, each would first be
-// materialized. Under Call.
-uint64 InsertPage(const std::string &target, bool on_conflict, PageReceiver *r) {
-  if (!on_conflict) {
-    // The common case: rows written a batch at a time, as COPY writes them, when the table
-    // needs nothing that only INSERT's executor applies.
-    const BulkColumn columns[3] = {
-        {"message_id", TEXTOID, r->ids}, {"global_position", INT8OID, r->positions}, {"message", JSONBOID, r->jsons}};
-    uint64 inserted = 0;
-    if (BulkInsert(target.c_str(), columns, 3, r->count, &inserted)) return inserted;
-  }
+// Inserts the rows of three arrays into target through the kept INSERT (plain, or ON CONFLICT
+// (message_id) DO NOTHING); returns how many rows it inserted. The arrays are unnested in the
+// select list (value per call, in step): in FROM, each would first be materialized. Under Call.
+uint64 InsertArrays(const std::string &target, bool on_conflict, Datum ids, Datum positions, Datum jsons) {
   if (target != insert_target) {
     for (SPIPlanPtr &plan : insert_plans)
       if (plan != nullptr) {
@@ -851,15 +843,31 @@ uint64 InsertPage(const std::string &target, bool on_conflict, PageReceiver *r) 
     static const Oid types[3] = {TEXTARRAYOID, INT8ARRAYOID, JSONBARRAYOID};
     KeptPlan(plan, sql.c_str(), 3, types);
   }
-  MemoryContext old = MemoryContextSwitchTo(r->page_cxt);
-  Datum values[3] = {
-      PointerGetDatum(construct_array(r->ids, r->count, TEXTOID, -1, false, TYPALIGN_INT)),
-      PointerGetDatum(construct_array(r->positions, r->count, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE)),
-      PointerGetDatum(construct_array(r->jsons, r->count, JSONBOID, -1, false, TYPALIGN_INT))};
-  MemoryContextSwitchTo(old);
+  Datum values[3] = {ids, positions, jsons};
   bool nulls[3] = {false, false, false};
   RunPlan(plan, 3, values, nulls, nullptr);
   return SPI_processed;
+}
+
+// Inserts the page's messages into target; returns how many rows it inserted. Into a plain
+// table as COPY inserts (pg/bulk_insert.hpp); else, and for ON CONFLICT, by the kept INSERT.
+// Under Call, as the target's owner (AsTableOwner).
+uint64 InsertPage(const std::string &target, bool on_conflict, PageReceiver *r) {
+  if (!on_conflict) {
+    // The common case: rows written a batch at a time, as COPY writes them, when the table
+    // needs nothing that only INSERT's executor applies.
+    const BulkColumn columns[3] = {
+        {"message_id", TEXTOID, r->ids}, {"global_position", INT8OID, r->positions}, {"message", JSONBOID, r->jsons}};
+    uint64 inserted = 0;
+    if (BulkInsert(target.c_str(), columns, 3, r->count, &inserted)) return inserted;
+  }
+  MemoryContext old = MemoryContextSwitchTo(r->page_cxt);
+  Datum ids = PointerGetDatum(construct_array(r->ids, r->count, TEXTOID, -1, false, TYPALIGN_INT));
+  Datum positions =
+      PointerGetDatum(construct_array(r->positions, r->count, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+  Datum jsons = PointerGetDatum(construct_array(r->jsons, r->count, JSONBOID, -1, false, TYPALIGN_INT));
+  MemoryContextSwitchTo(old);
+  return InsertArrays(target, on_conflict, ids, positions, jsons);
 }
 
 std::string Text(int64 n) { return std::to_string(n); }
@@ -906,16 +914,17 @@ Row DeliverTablePage(const std::string &outbox_id) {
     target = SinkTarget(h.sink_options.value_or("{}"));
     QueryValue("SELECT statesman._check_sink_target($1)", {target});
     if (r->unbuilt != nullptr) throw Error(sqlstate::kProgramLimitExceeded, r->unbuilt);
+    Oid owner = Call([&] { return TableOwner(target->c_str()); });
     // The common case: nothing of this page is in the table yet. Re-delivery (a cursor seeded
-    // back, a restored table): keep what is there.
+    // back, a restored table): keep what is there. Either insert runs as the table's owner.
     std::optional<Failure> plain = Subtransaction([&] {
       StatementScope running;
-      published = Call([&] { return InsertPage(*target, false, r); });
+      published = Call([&] { return AsTableOwner(owner, [&] { return InsertPage(*target, false, r); }); });
     });
     if (plain) {
       if (plain->sqlerrcode != ERRCODE_UNIQUE_VIOLATION) throw Error(sqlstate::kInternalError, plain->message);
       StatementScope running;
-      published = Call([&] { return InsertPage(*target, true, r); });
+      published = Call([&] { return AsTableOwner(owner, [&] { return InsertPage(*target, true, r); }); });
     }
   });
   if (page_cxt != nullptr) Call([&] { MemoryContextReset(page_cxt); });
@@ -973,6 +982,28 @@ extern "C" Datum statesman_deliver_table_page(PG_FUNCTION_ARGS) {
         if (r[i].has_value()) cells[i] = pstrdup(r[i]->c_str());
       HeapTuple t = BuildTupleFromCStrings(TupleDescGetAttInMetadata(BlessTupleDesc(desc)), cells);
       return HeapTupleGetDatum(t);
+    });
+  });
+}
+
+// statesman._insert_sink_rows(target, message_ids, global_positions, messages) → the rows
+// inserted: the requeued dead letters of a `table` sink (statesman._redeliver_table_page, which
+// reads them as the extension's owner) inserted with ON CONFLICT (message_id) DO NOTHING, as
+// the target table's owner (AsTableOwner), as a page is.
+extern "C" Datum statesman_insert_sink_rows(PG_FUNCTION_ARGS) {
+  using namespace statesman::pg;
+  for (int i = 0; i < 4; ++i)
+    if (PG_ARGISNULL(i))
+      ereport(ERROR, (errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED), errmsg("arguments must not be NULL")));
+  return Invoke([&] {
+    std::string target = Call([&] { return text_to_cstring(PG_GETARG_TEXT_PP(0)); });
+    Datum ids = PG_GETARG_DATUM(1), positions = PG_GETARG_DATUM(2), messages = PG_GETARG_DATUM(3);
+    return Call([&] {
+      if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "statesman: SPI_connect failed");
+      Oid owner = TableOwner(target.c_str());
+      uint64 inserted = AsTableOwner(owner, [&] { return InsertArrays(target, true, ids, positions, messages); });
+      SPI_finish();
+      return Int64GetDatum(static_cast<int64>(inserted));
     });
   });
 }

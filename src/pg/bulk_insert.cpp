@@ -23,6 +23,7 @@ extern "C" {
 #include "utils/rel.h"
 #include "utils/rls.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/regproc.h"
 }
 
@@ -185,6 +186,17 @@ bool BulkInsert(const char *qualified_name, const BulkColumn *columns, int ncolu
   table_close(rel, NoLock);
   CommandCounterIncrement();
   return true;
+}
+
+Oid TableOwner(const char *qualified_name) {
+  RangeVar *rv = makeRangeVarFromNameList(stringToQualifiedNameList(qualified_name));
+  Oid relid = RangeVarGetRelidExtended(rv, NoLock, RVR_MISSING_OK, nullptr, nullptr);
+  if (!OidIsValid(relid)) return InvalidOid;
+  HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+  if (!HeapTupleIsValid(tuple)) return InvalidOid;
+  Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+  ReleaseSysCache(tuple);
+  return owner;
 }
 
 }  // namespace statesman::pg

@@ -124,9 +124,57 @@ SELECT * FROM pg_temp.deliver('tsi_other_types');
 SELECT pg_typeof(global_position) AS position_type, count(*) AS rows,
        bool_and(message::jsonb ? 'payload') AS messages
   FROM tsi.other_types GROUP BY 1;
+
+--
+-- The target's own code runs as the target's owner, never with the rights of the role that
+-- delivers (the extension's owner, a superuser here), in a security-restricted operation: the
+-- defaults of a plain table (written a batch at a time), the trigger of another (INSERT), also
+-- for requeued dead letters. The trigger tries what only a superuser may and records who it ran
+-- as; the owner has no privilege of its own beyond its tables.
+--
+CREATE ROLE regress_tsi_owner;
+GRANT USAGE ON SCHEMA tsi TO regress_tsi_owner;
+CREATE TABLE tsi.owned_plain (message_id text PRIMARY KEY, global_position bigint NOT NULL, message jsonb NOT NULL,
+    inserted_by name NOT NULL DEFAULT current_user);
+CREATE TABLE tsi.owned (message_id text PRIMARY KEY, global_position bigint NOT NULL, message jsonb NOT NULL);
+CREATE TABLE tsi.owned_log (who name, is_superuser boolean, escalation text);
+CREATE FUNCTION tsi.owned_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  BEGIN
+    ALTER ROLE regress_tsi_owner SUPERUSER;
+    INSERT INTO tsi.owned_log SELECT current_user, r.rolsuper, 'done' FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+  EXCEPTION WHEN OTHERS THEN
+    INSERT INTO tsi.owned_log SELECT current_user, r.rolsuper, SQLSTATE FROM pg_catalog.pg_roles r WHERE r.rolname = current_user;
+  END;
+  RETURN NEW;
+END $$;
+CREATE TRIGGER owned_trigger BEFORE INSERT ON tsi.owned FOR EACH ROW EXECUTE FUNCTION tsi.owned_trigger();
+ALTER TABLE tsi.owned_plain OWNER TO regress_tsi_owner;
+ALTER TABLE tsi.owned OWNER TO regress_tsi_owner;
+ALTER TABLE tsi.owned_log OWNER TO regress_tsi_owner;
+ALTER FUNCTION tsi.owned_trigger() OWNER TO regress_tsi_owner;
+SELECT count(*) AS outboxes
+  FROM unnest(ARRAY['owned_plain', 'owned']) t,
+       LATERAL statesman.create_outbox('tsi_' || t, 'table', jsonb_build_object('table', 'tsi.' || t)) o,
+       LATERAL statesman.seed_cursor('tsi_' || t) c;
+SELECT count(*) AS appended FROM statesman.append('tsi-owned', 'o/1', '{}') a;
+SELECT * FROM pg_temp.deliver('tsi_owned_plain');
+SELECT message->>'path' AS path, inserted_by FROM tsi.owned_plain;
+SELECT * FROM pg_temp.deliver('tsi_owned');
+SELECT * FROM tsi.owned_log;
+-- A requeued dead letter of the same message, inserted again.
+DELETE FROM tsi.owned;
+INSERT INTO statesman.dead_letters (outbox_id, global_position, message_id, message, last_error, attempts)
+SELECT 'tsi_owned', global_position, message_id, message, 'test', 1 FROM statesman.read_feed(NULL, 100000, 'tsi-owned');
+SELECT statesman.redeliver('tsi_owned') AS requeued;
+SELECT * FROM pg_temp.deliver('tsi_owned');
+SELECT (SELECT count(*) FROM tsi.owned) AS redelivered, (SELECT count(*) FROM statesman.dead_letters) AS still_parked;
+SELECT * FROM tsi.owned_log;
+SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_tsi_owner';
 RESET client_min_messages;
 
 SELECT count(*) AS dropped
   FROM statesman.outbox_status s, LATERAL statesman.drop_outbox(s.outbox_id) d
  WHERE s.outbox_id LIKE 'tsi\_%';
 DROP SCHEMA tsi CASCADE;
+DROP ROLE regress_tsi_owner;

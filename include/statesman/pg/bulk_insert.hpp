@@ -7,6 +7,9 @@
 
 extern "C" {
 #include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/guc.h"
 }
 
 namespace statesman::pg {
@@ -28,5 +31,28 @@ struct BulkColumn {
 // columns with exactly its type. The caller then inserts through SQL, which applies all of it
 // (or reports why not).
 bool BulkInsert(const char *qualified_name, const BulkColumn *columns, int ncolumns, int rows, uint64 *inserted);
+
+// The owner of the relation `qualified_name`, InvalidOid when there is none.
+Oid TableOwner(const char *qualified_name);
+
+// Runs insert() as `owner` (the target table's), in a security-restricted operation, as
+// PostgreSQL runs a table's own functions in VACUUM or REFRESH MATERIALIZED VIEW: the table's
+// triggers, rules, defaults, constraints and index expressions run with its owner's rights,
+// never with those of the role delivering (the extension's owner), and settings they change
+// end with the insert. With InvalidOid (no such table) insert() runs as is, to report it. On an
+// ERROR the enclosing subtransaction's abort restores the user and the settings.
+template <typename Insert>
+auto AsTableOwner(Oid owner, Insert &&insert) {
+  if (!OidIsValid(owner)) return insert();
+  Oid saved_user = InvalidOid;
+  int saved_context = 0;
+  GetUserIdAndSecContext(&saved_user, &saved_context);
+  SetUserIdAndSecContext(owner, saved_context | SECURITY_LOCAL_USERID_CHANGE | SECURITY_RESTRICTED_OPERATION);
+  int nest_level = NewGUCNestLevel();
+  auto result = insert();
+  AtEOXact_GUC(false, nest_level);
+  SetUserIdAndSecContext(saved_user, saved_context);
+  return result;
+}
 
 }  // namespace statesman::pg
