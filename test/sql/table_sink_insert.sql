@@ -171,6 +171,12 @@ SELECT * FROM pg_temp.deliver('tsi_owned');
 SELECT (SELECT count(*) FROM tsi.owned) AS redelivered, (SELECT count(*) FROM statesman.dead_letters) AS still_parked;
 SELECT * FROM tsi.owned_log;
 SELECT rolsuper FROM pg_roles WHERE rolname = 'regress_tsi_owner';
+-- The internal insert refuses a NULL argument (22004) and writes nothing.
+\set VERBOSITY sqlstate
+SELECT statesman._insert_sink_rows('tsi.owned', NULL, '{1}', ARRAY['{}'::jsonb]);
+SELECT statesman._insert_sink_rows(NULL, '{x}', '{1}', ARRAY['{}'::jsonb]);
+\set VERBOSITY default
+SELECT count(*) AS rows FROM tsi.owned;
 RESET client_min_messages;
 
 SELECT count(*) AS dropped
