@@ -571,6 +571,7 @@ DECLARE
     v_target text;
     v_positions bigint[];
     v_ids text[];
+    v_row_positions bigint[];
     v_messages jsonb[];
 BEGIN
     o := statesman._page_outbox(_redeliver_table_page.outbox_id);
@@ -588,11 +589,13 @@ BEGIN
     BEGIN
         v_target := statesman._sink_table(o.sink_options);
         PERFORM statesman._check_sink_target(v_target);
-        SELECT array_agg(d.message_id ORDER BY d.global_position), array_agg(d.message ORDER BY d.global_position)
-          INTO v_ids, v_messages
+        -- The three arrays from one query, so that they stay in step.
+        SELECT array_agg(d.message_id ORDER BY d.global_position), array_agg(d.global_position ORDER BY d.global_position),
+               array_agg(d.message ORDER BY d.global_position)
+          INTO v_ids, v_row_positions, v_messages
           FROM statesman.dead_letters d
          WHERE d.outbox_id = o.outbox_id AND d.global_position = ANY (v_positions);
-        r.published := statesman._insert_sink_rows(v_target, v_ids, v_positions, v_messages);
+        r.published := statesman._insert_sink_rows(v_target, v_ids, v_row_positions, v_messages);
     EXCEPTION WHEN OTHERS THEN
         GET STACKED DIAGNOSTICS r.error = MESSAGE_TEXT;
         r.error := format('table sink %s: %s', COALESCE(v_target, o.sink_options->>'table'), r.error);

@@ -836,12 +836,13 @@ uint64 InsertArrays(const std::string &target, bool on_conflict, Datum ids, Datu
   }
   SPIPlanPtr &plan = insert_plans[on_conflict ? 1 : 0];
   if (plan == nullptr) {
-    std::string sql = "INSERT INTO " + target +
-                      " AS t (message_id, global_position, message) "
-                      "SELECT pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)";
-    if (on_conflict) sql += " ON CONFLICT (message_id) DO NOTHING";
+    // In palloc'd memory: preparing may ereport, and no C++ object may be live when it does.
+    char *sql = psprintf(
+        "INSERT INTO %s AS t (message_id, global_position, message) "
+        "SELECT pg_catalog.unnest($1), pg_catalog.unnest($2), pg_catalog.unnest($3)%s",
+        target.c_str(), on_conflict ? " ON CONFLICT (message_id) DO NOTHING" : "");
     static const Oid types[3] = {TEXTARRAYOID, INT8ARRAYOID, JSONBARRAYOID};
-    KeptPlan(plan, sql.c_str(), 3, types);
+    KeptPlan(plan, sql, 3, types);
   }
   Datum values[3] = {ids, positions, jsons};
   bool nulls[3] = {false, false, false};
@@ -852,14 +853,14 @@ uint64 InsertArrays(const std::string &target, bool on_conflict, Datum ids, Datu
 // Inserts the page's messages into target; returns how many rows it inserted. Into a plain
 // table as COPY inserts (pg/bulk_insert.hpp); else, and for ON CONFLICT, by the kept INSERT.
 // Under Call, as the target's owner (AsTableOwner).
-uint64 InsertPage(const std::string &target, bool on_conflict, PageReceiver *r) {
+uint64 InsertPage(const std::string &target, Oid relid, bool on_conflict, PageReceiver *r) {
   if (!on_conflict) {
     // The common case: rows written a batch at a time, as COPY writes them, when the table
     // needs nothing that only INSERT's executor applies.
     const BulkColumn columns[3] = {
         {"message_id", TEXTOID, r->ids}, {"global_position", INT8OID, r->positions}, {"message", JSONBOID, r->jsons}};
     uint64 inserted = 0;
-    if (BulkInsert(target.c_str(), columns, 3, r->count, &inserted)) return inserted;
+    if (BulkInsert(relid, columns, 3, r->count, &inserted)) return inserted;
   }
   MemoryContext old = MemoryContextSwitchTo(r->page_cxt);
   Datum ids = PointerGetDatum(construct_array(r->ids, r->count, TEXTOID, -1, false, TYPALIGN_INT));
@@ -912,19 +913,23 @@ Row DeliverTablePage(const std::string &outbox_id) {
     last = r->last_position;
     if (read == 0 || matching == 0) return;
     target = SinkTarget(h.sink_options.value_or("{}"));
+    // Locked before it is checked, so that the table checked, and whose owner the inserts run
+    // as, is the one they insert into.
+    SinkTable table = Call([&] { return LockSinkTable(target->c_str()); });
     QueryValue("SELECT statesman._check_sink_target($1)", {target});
     if (r->unbuilt != nullptr) throw Error(sqlstate::kProgramLimitExceeded, r->unbuilt);
-    Oid owner = Call([&] { return TableOwner(target->c_str()); });
     // The common case: nothing of this page is in the table yet. Re-delivery (a cursor seeded
     // back, a restored table): keep what is there. Either insert runs as the table's owner.
     std::optional<Failure> plain = Subtransaction([&] {
       StatementScope running;
-      published = Call([&] { return AsTableOwner(owner, [&] { return InsertPage(*target, false, r); }); });
+      published =
+          Call([&] { return AsTableOwner(table.owner, [&] { return InsertPage(*target, table.relid, false, r); }); });
     });
     if (plain) {
       if (plain->sqlerrcode != ERRCODE_UNIQUE_VIOLATION) throw Error(sqlstate::kInternalError, plain->message);
       StatementScope running;
-      published = Call([&] { return AsTableOwner(owner, [&] { return InsertPage(*target, true, r); }); });
+      published =
+          Call([&] { return AsTableOwner(table.owner, [&] { return InsertPage(*target, table.relid, true, r); }); });
     }
   });
   if (page_cxt != nullptr) Call([&] { MemoryContextReset(page_cxt); });
@@ -1000,8 +1005,8 @@ extern "C" Datum statesman_insert_sink_rows(PG_FUNCTION_ARGS) {
     Datum ids = PG_GETARG_DATUM(1), positions = PG_GETARG_DATUM(2), messages = PG_GETARG_DATUM(3);
     return Call([&] {
       if (SPI_connect() != SPI_OK_CONNECT) elog(ERROR, "statesman: SPI_connect failed");
-      Oid owner = TableOwner(target.c_str());
-      uint64 inserted = AsTableOwner(owner, [&] { return InsertArrays(target, true, ids, positions, messages); });
+      SinkTable table = LockSinkTable(target.c_str());
+      uint64 inserted = AsTableOwner(table.owner, [&] { return InsertArrays(target, true, ids, positions, messages); });
       SPI_finish();
       return Int64GetDatum(static_cast<int64>(inserted));
     });

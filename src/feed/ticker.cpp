@@ -13,6 +13,7 @@
 // are any, the tick's own xid X (assigned after L was read) and its row.
 #include "statesman/feed/ticks.hpp"
 
+#include <cstring>
 #include <vector>
 
 #include "statesman/feed/stored_snapshot.hpp"
@@ -355,7 +356,7 @@ class EmptyScan {
  public:
   const StoredSnapshot *Since(const TickerRelations &r, int64 tick_id, const StoredSnapshot *prev) const {
     if (seen_.empty() || ticks_ != RelationGetRelid(r.ticks) || history_ != RelationGetRelid(r.history) ||
-        tick_id_ != tick_id || prev_ != Bytes(prev))
+        tick_id_ != tick_id || prev_.size() != VARSIZE(prev) || memcmp(prev_.data(), prev, prev_.size()) != 0)
       return nullptr;
     return reinterpret_cast<const StoredSnapshot *>(seen_.data());
   }

@@ -67,10 +67,8 @@ bool Plain(Relation rel) {
 
 }  // namespace
 
-bool BulkInsert(const char *qualified_name, const BulkColumn *columns, int ncolumns, int rows, uint64 *inserted) {
+bool BulkInsert(Oid relid, const BulkColumn *columns, int ncolumns, int rows, uint64 *inserted) {
   *inserted = 0;
-  RangeVar *rv = makeRangeVarFromNameList(stringToQualifiedNameList(qualified_name));
-  Oid relid = RangeVarGetRelidExtended(rv, RowExclusiveLock, RVR_MISSING_OK, nullptr, nullptr);
   if (!OidIsValid(relid)) return false;
   Relation rel = table_open(relid, NoLock);
   AttrNumber attnums[8];
@@ -188,15 +186,17 @@ bool BulkInsert(const char *qualified_name, const BulkColumn *columns, int ncolu
   return true;
 }
 
-Oid TableOwner(const char *qualified_name) {
+SinkTable LockSinkTable(const char *qualified_name) {
+  SinkTable t;
   RangeVar *rv = makeRangeVarFromNameList(stringToQualifiedNameList(qualified_name));
-  Oid relid = RangeVarGetRelidExtended(rv, NoLock, RVR_MISSING_OK, nullptr, nullptr);
-  if (!OidIsValid(relid)) return InvalidOid;
+  Oid relid = RangeVarGetRelidExtended(rv, RowExclusiveLock, RVR_MISSING_OK, nullptr, nullptr);
+  if (!OidIsValid(relid)) return t;
   HeapTuple tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-  if (!HeapTupleIsValid(tuple)) return InvalidOid;
-  Oid owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
+  if (!HeapTupleIsValid(tuple)) return t;
+  t.relid = relid;
+  t.owner = reinterpret_cast<Form_pg_class>(GETSTRUCT(tuple))->relowner;
   ReleaseSysCache(tuple);
-  return owner;
+  return t;
 }
 
 }  // namespace statesman::pg

@@ -21,19 +21,24 @@ struct BulkColumn {
   const Datum *values;
 };
 
-// Inserts `rows` rows into the table `qualified_name` (quoted as quote_qualified_identifier
-// gives it), checked and completed as an INSERT naming these columns would: the INSERT
-// privilege on them (table or column), the defaults of the other columns, NOT NULL and CHECK
+// Inserts `rows` rows into the table `relid` (locked by LockSinkTable), checked and completed as an INSERT naming these
+// columns would: the INSERT privilege on them (table or column), the defaults of the other columns, NOT NULL and CHECK
 // constraints, every index (unique and exclusion checks included). Returns false, having done
 // nothing, when the table needs what only the executor's INSERT applies, or when it differs
-// from what is asked: it is missing, not a plain table, has rules, triggers, row-level security,
+// from what is asked: it is not a plain table, has rules, triggers, row-level security,
 // generated columns, a domain-typed column, a deferrable constraint, or lacks one of the
 // columns with exactly its type. The caller then inserts through SQL, which applies all of it
 // (or reports why not).
-bool BulkInsert(const char *qualified_name, const BulkColumn *columns, int ncolumns, int rows, uint64 *inserted);
+bool BulkInsert(Oid relid, const BulkColumn *columns, int ncolumns, int rows, uint64 *inserted);
 
-// The owner of the relation `qualified_name`, InvalidOid when there is none.
-Oid TableOwner(const char *qualified_name);
+// The relation `qualified_name` (quoted as quote_qualified_identifier gives it) and its owner,
+// locked as INSERT locks it (RowExclusiveLock, until the transaction ends) so that the table
+// the owner was read from is the one inserted into; InvalidOid for both when there is none.
+struct SinkTable {
+  Oid relid = InvalidOid;
+  Oid owner = InvalidOid;
+};
+SinkTable LockSinkTable(const char *qualified_name);
 
 // Runs insert() as `owner` (the target table's), in a security-restricted operation, as
 // PostgreSQL runs a table's own functions in VACUUM or REFRESH MATERIALIZED VIEW: the table's
