@@ -914,8 +914,12 @@ Row DeliverTablePage(const std::string &outbox_id) {
     if (read == 0 || matching == 0) return;
     target = SinkTarget(h.sink_options.value_or("{}"));
     // Locked before it is checked, so that the table checked, and whose owner the inserts run
-    // as, is the one they insert into.
-    SinkTable table = Call([&] { return LockSinkTable(target->c_str()); });
+    // as, is the one they insert into. A statement: the lock may wait, and a stop cancels it.
+    SinkTable table;
+    {
+      StatementScope running;
+      table = Call([&] { return LockSinkTable(target->c_str()); });
+    }
     QueryValue("SELECT statesman._check_sink_target($1)", {target});
     if (r->unbuilt != nullptr) throw Error(sqlstate::kProgramLimitExceeded, r->unbuilt);
     // The common case: nothing of this page is in the table yet. Re-delivery (a cursor seeded
