@@ -6,9 +6,9 @@
 # (a put with the row's content), or a tombstone when the row is gone: no backfilled copy ever
 # came after a newer change. A `table` sink downstream holds the same last records.
 #
-# Then a backfill of a second table is interrupted (its caller cancelled after a few batches)
-# and called again: it resumes after the last committed batch, and every row is backfilled
-# exactly once over the two calls. Last, a pg_dump / pg_restore of the database keeps capturing.
+# Then a backfill of a second table is interrupted (its caller cancelled while a batch waits
+# for a row another session holds) and called again: it resumes after the last committed
+# batch, and every row is backfilled exactly once over the two calls. Last, a pg_dump / pg_restore of the database keeps capturing.
 
 use strict;
 use warnings;
@@ -20,6 +20,7 @@ use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Statesman::Node qw(statesman_node wait_until wait_for outbox_status);
+use Statesman::Session;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
@@ -160,6 +161,12 @@ $node->safe_psql(
 	INSERT INTO ledger_lines SELECT 'k/' || (i % 7), i, md5(i::text) FROM generate_series(1, 20000) i;
 	SELECT statesman.capture_table('ledger_lines', 'lines');
 });
+# A session holds one row in the middle of the table (key order) FOR UPDATE: the backfill's
+# batches before it commit, the batch that reaches it waits for its lock, and the test cancels
+# the caller then, however fast the machine runs the batches.
+my $holder = Statesman::Session->open($node);
+$holder->run("BEGIN");
+$holder->run("SELECT FROM ledger_lines WHERE a = 'k/4' AND b = 10007 FOR UPDATE");
 ($out, $err) = ('', '');
 my $first = IPC::Run::start(
 	[
@@ -170,6 +177,9 @@ my $first = IPC::Run::start(
 wait_for($node,
 	"SELECT backfill_batches >= 3 FROM statesman.captured_tables WHERE \"table\" = 'ledger_lines'::regclass",
 	'the first backfill committed a few batches');
+wait_for($node,
+	"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'statesman backfill' AND wait_event_type = 'Lock'",
+	'its batch waits for the held row');
 $node->safe_psql('postgres',
 	"SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'SELECT statesman.backfill_table(''ledger_lines''%'");
 $first->finish;
@@ -182,6 +192,8 @@ my ($after_key, $done_first, $unfinished) = split /\|/,
 	"SELECT backfill_after_key, backfilled_rows, backfill_finished_at IS NULL FROM statesman.captured_tables WHERE \"table\" = 'ledger_lines'::regclass");
 is($unfinished, 't', "the interrupted backfill's progress is kept (after key $after_key, $done_first rows)");
 cmp_ok($done_first, '<', 20000, 'it stopped before the end');
+$holder->run("ROLLBACK");
+$holder->close;
 
 my $second_err;
 my $second = $node->psql('postgres', "SELECT statesman.backfill_table('ledger_lines', 500)",
