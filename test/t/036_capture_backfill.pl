@@ -8,7 +8,8 @@
 #
 # Then a backfill of a second table is interrupted (its caller cancelled while a batch waits
 # for a row another session holds) and called again: it resumes after the last committed
-# batch, and every row is backfilled exactly once over the two calls. Last, a pg_dump / pg_restore of the database keeps capturing.
+# batch, and every row is backfilled exactly once over the two calls. Last, a pg_dump /
+# pg_restore of the database keeps capturing.
 
 use strict;
 use warnings;
