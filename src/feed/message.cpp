@@ -137,10 +137,8 @@ void GatherFields(const MessageInput &in, Fields &f) {
   if (in.message_id != nullptr) {
     SetString(f, kMessageIdKey, const_cast<char *>(in.message_id), in.message_id_len);
   } else {
-    StringInfoData id;
-    initStringInfo(&id);
-    AppendMessageId(&id, in);
-    SetString(f, kMessageIdKey, id.data, id.len);
+    text *id = MessageIdText(in);
+    SetString(f, kMessageIdKey, VARDATA(id), static_cast<int>(VARSIZE(id) - VARHDRSZ));
   }
 
   SetTextField(f, kStoreKey, in, kStore);
@@ -151,9 +149,13 @@ void GatherFields(const MessageInput &in, Fields &f) {
   SetIntegerField(f, kRevisionKey, in, kRevision, false);
   SetIntegerField(f, kGlobalPositionKey, in, kGlobalPosition, false);
 
-  char *epoch = static_cast<char *>(palloc(UUID_LEN * 2 + 5));
-  store::FormatUuid(DatumGetUUIDP(in.value[kEpoch])->data, epoch);
-  SetPlainString(f, kEpochKey, epoch, UUID_LEN * 2 + 4);
+  if (in.epoch_text != nullptr) {
+    SetPlainString(f, kEpochKey, const_cast<char *>(in.epoch_text), UUID_LEN * 2 + 4);
+  } else {
+    char *epoch = static_cast<char *>(palloc(UUID_LEN * 2 + 5));
+    store::FormatUuid(DatumGetUUIDP(in.value[kEpoch])->data, epoch);
+    SetPlainString(f, kEpochKey, epoch, UUID_LEN * 2 + 4);
+  }
 
   if (!in.isnull[kOccurredAt]) {
     char *occurred = static_cast<char *>(palloc(store::kUtcTextSize));
@@ -203,140 +205,264 @@ char *MessageUnbuildable(const MessageInput &in) {
   return psprintf("payload of %s is too large for a jsonb message", TextDatumGetCString(in.value[kAddress]));
 }
 
-void AppendMessageId(StringInfo buf, const MessageInput &in) {
-  text *store_name = DatumGetTextPP(in.value[kStore]);
-  text *address = DatumGetTextPP(in.value[kAddress]);
-  appendBinaryStringInfo(buf, VARDATA_ANY(store_name), static_cast<int>(VARSIZE_ANY_EXHDR(store_name)));
-  appendStringInfoChar(buf, '/');
-  appendBinaryStringInfo(buf, VARDATA_ANY(address), static_cast<int>(VARSIZE_ANY_EXHDR(address)));
-  char digits[MAXINT8LEN + 1];
-  int n = pg_lltoa(DatumGetInt64(in.value[kRevision]), digits);
-  appendStringInfoChar(buf, '#');
-  appendBinaryStringInfo(buf, digits, n);
-}
-
 namespace {
 
-// The length of each key name.
-struct KeyLengths {
-  int len[kKeyCount];
-  constexpr KeyLengths() : len() {
-    for (int k = 0; k < kKeyCount; ++k) len[k] = static_cast<int>(std::char_traits<char>::length(kKeyNames[k]));
-  }
-};
-constexpr KeyLengths kKeyLen;
-
-// Writes the JEntry of element `index` at entries[index]: its length, turned into an end offset
-// every JB_OFFSET_STRIDE entries, as convertJsonbObject writes them.
-void PutEntry(char *entries, int index, JEntry meta, int *totallen) {
-  *totallen += JBE_OFFLENFLD(meta);
-  if (*totallen > static_cast<int>(JENTRY_OFFLENMASK))
-    ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-                    errmsg("total size of jsonb object elements exceeds the maximum of %d bytes", JENTRY_OFFLENMASK)));
-  if (index % JB_OFFSET_STRIDE == 0) meta = (meta & JENTRY_TYPEMASK) | *totallen | JENTRY_HAS_OFF;
-  memcpy(entries + index * static_cast<int>(sizeof(JEntry)), &meta, sizeof(JEntry));
-}
-
-// Zero bytes from p up to the next multiple of 4 from base (jsonb aligns numerics and
-// containers so, counted from the varlena's start); returns how many.
-int PadToInt(char *base, char *&p) {
-  int at = static_cast<int>(p - base);
-  int pad = static_cast<int>(INTALIGN(at)) - at;
-  for (int i = 0; i < pad; ++i) *p++ = '\0';
-  return pad;
+// messageId, "{store}/{address}#{revision}", into out (room for the store name, the address,
+// two separators and MAXINT8LEN + 1 bytes); returns its length.
+int WriteMessageId(const MessageInput &in, char *out) {
+  text *store_name = DatumGetTextPP(in.value[kStore]);
+  text *address = DatumGetTextPP(in.value[kAddress]);
+  char *p = out;
+  memcpy(p, VARDATA_ANY(store_name), VARSIZE_ANY_EXHDR(store_name));
+  p += VARSIZE_ANY_EXHDR(store_name);
+  *p++ = '/';
+  memcpy(p, VARDATA_ANY(address), VARSIZE_ANY_EXHDR(address));
+  p += VARSIZE_ANY_EXHDR(address);
+  *p++ = '#';
+  p += pg_lltoa(DatumGetInt64(in.value[kRevision]), p);  // writes a terminating NUL after the digits
+  return static_cast<int>(p - out);
 }
 
 }  // namespace
 
-// Written in jsonb's binary form directly, byte for byte what pushJsonbValue and
-// JsonbValueToJsonb make of the same object (convertJsonbObject in PostgreSQL's jsonb_util.c):
-// the keys are already in jsonb's order (kKeyNames), so there is nothing to sort, and no value
-// tree is built and walked. The metadata object is copied as it is stored (a jsonb container is
-// canonical and aligned the same wherever it starts on a 4-byte boundary); a scalar metadata
-// value is written as that scalar, as pushJsonbValue unpacks it. One allocation of the largest
-// size the fields can take, written in place.
-Jsonb *BuildMessageJsonb(const MessageInput &in) {
-  Fields f;
-  GatherFields(in, f);
-  if (f.value[kMetadataKey].type == jbvBinary && JsonContainerIsScalar(f.value[kMetadataKey].val.binary.data)) {
-    JsonbValue scalar;
-    if (!JsonbExtractScalar(f.value[kMetadataKey].val.binary.data, &scalar))
-      elog(ERROR, "statesman: a scalar metadata value could not be read");
-    f.value[kMetadataKey] = scalar;
+text *MessageIdText(const MessageInput &in) {
+  text *store_name = DatumGetTextPP(in.value[kStore]);
+  text *address = DatumGetTextPP(in.value[kAddress]);
+  Size bound = VARHDRSZ + VARSIZE_ANY_EXHDR(store_name) + VARSIZE_ANY_EXHDR(address) + 2 + MAXINT8LEN + 1;
+  text *id = static_cast<text *>(palloc(bound));
+  SET_VARSIZE(id, VARHDRSZ + WriteMessageId(in, VARDATA(id)));
+  return id;
+}
+
+namespace {
+
+// The part of the message's jsonb that is the same in every message of a shape (with the
+// serializerId key or without it): the object's header, the keys' JEntries and the key names.
+// A key's JEntry is its length, except every JB_OFFSET_STRIDE-th element's, which holds the end
+// offset of its data (convertJsonbObject's layout); with at most 24 keys only the first key's
+// is such an offset among the keys.
+struct KeySection {
+  int count;                  // keys
+  uint32 header;              // count | JB_FOBJECT
+  JEntry entry[kKeyCount];    // the keys' JEntries
+  char names[256];            // the key names, concatenated
+  int names_len;
+  constexpr KeySection(bool serializer_id) : count(0), header(0), entry(), names(), names_len(0) {
+    for (int k = 0; k < kKeyCount; ++k) {
+      if (k == kSerializerIdKey && !serializer_id) continue;
+      int len = 0;
+      for (const char *c = kKeyNames[k]; *c != '\0'; ++c) names[names_len + len++] = *c;
+      names_len += len;
+      entry[count] = count % JB_OFFSET_STRIDE == 0 ? static_cast<JEntry>(names_len) | JENTRY_HAS_OFF
+                                                   : static_cast<JEntry>(len);
+      ++count;
+    }
+    header = static_cast<uint32>(count) | JB_FOBJECT;
   }
-  int keys[kKeyCount];
-  int n = 0;
-  Size bound = VARHDRSZ + sizeof(uint32);
-  for (int k = 0; k < kKeyCount; ++k) {
-    if (f.omit[k]) continue;
-    keys[n++] = k;
-    bound += 2 * sizeof(JEntry) + kKeyLen.len[k];
-    const JsonbValue &v = f.value[k];
+};
+constexpr KeySection kWithSerializerId(true);
+constexpr KeySection kWithoutSerializerId(false);
+static_assert(kWithSerializerId.names_len == 202 && kWithoutSerializerId.count == kKeyCount - 1,
+              "the key sections must hold every key name");
+
+// A text field's characters (len -1: NULL).
+struct TextValue {
+  const char *data;
+  int len;
+};
+
+TextValue TextOf(const MessageInput &in, MessageField field) {
+  if (in.isnull[field]) return {nullptr, -1};
+  text *t = DatumGetTextPP(in.value[field]);
+  return {VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t))};
+}
+
+// Writes the values of an object whose keys are written: each value's bytes at p and its
+// JEntry, as convertJsonbObject lays them out (numerics and containers 4-byte aligned from the
+// varlena's start).
+struct ValueWriter {
+  char *base;
+  char *p;
+  char *entries;  // the object's JEntries
+  int index;      // the next value's element index (key count + value number)
+  int totallen;   // the data's length so far (the key names and the values written)
+
+  void Entry(JEntry meta) {
+    totallen += static_cast<int>(JBE_OFFLENFLD(meta));
+    if (index % JB_OFFSET_STRIDE == 0) meta = (meta & JENTRY_TYPEMASK) | static_cast<JEntry>(totallen) | JENTRY_HAS_OFF;
+    memcpy(entries + index * static_cast<int>(sizeof(JEntry)), &meta, sizeof(JEntry));
+    ++index;
+  }
+  void Null() { Entry(JENTRY_ISNULL); }
+  void Bytes(const char *data, int len) {
+    memcpy(p, data, len);
+    p += len;
+    Entry(static_cast<JEntry>(len));
+  }
+  void Text(const TextValue &t) { t.len < 0 ? Null() : Bytes(t.data, t.len); }
+  // A string of `len` bytes already written at p.
+  void Written(int len) {
+    p += len;
+    Entry(static_cast<JEntry>(len));
+  }
+  int Pad() {
+    int at = static_cast<int>(p - base);
+    int pad = static_cast<int>(INTALIGN(at)) - at;
+    for (int i = 0; i < pad; ++i) *p++ = '\0';
+    return pad;
+  }
+  void Integer(int64 n) {
+    int pad = Pad();
+    int len = WriteIntNumeric(n, p);
+    p += len;
+    Entry(JENTRY_ISNUMERIC | static_cast<JEntry>(pad + len));
+  }
+  void Scalar(const JsonbValue &v) {
     switch (v.type) {
-      case jbvString: bound += v.val.string.len; break;
-      case jbvNumeric: bound += 3 + (f.integer[k] ? kMaxIntNumericBytes : VARSIZE_ANY(v.val.numeric)); break;
-      case jbvBinary: bound += 3 + v.val.binary.len; break;
-      default: break;
+      case jbvNull: return Null();
+      case jbvString: return Bytes(v.val.string.val, v.val.string.len);
+      case jbvBool: return Entry(v.val.boolean ? JENTRY_ISBOOL_TRUE : JENTRY_ISBOOL_FALSE);
+      case jbvNumeric: {
+        int pad = Pad();
+        int len = static_cast<int>(VARSIZE_ANY(v.val.numeric));
+        memcpy(p, v.val.numeric, len);
+        p += len;
+        return Entry(JENTRY_ISNUMERIC | static_cast<JEntry>(pad + len));
+      }
+      default: elog(ERROR, "statesman: unexpected jsonb value type %d in a message", static_cast<int>(v.type));
     }
   }
-  if (bound - VARHDRSZ > static_cast<Size>(JENTRY_OFFLENMASK) + 3 * kKeyCount)
+  void Container(const JsonbContainer *c, int len) {
+    int pad = Pad();
+    memcpy(p, c, len);
+    p += len;
+    Entry(JENTRY_ISCONTAINER | static_cast<JEntry>(pad + len));
+  }
+};
+
+}  // namespace
+
+// Written in jsonb's binary form directly, in one pass, byte for byte what pushJsonbValue and
+// JsonbValueToJsonb make of the same object (convertJsonbObject in PostgreSQL's jsonb_util.c):
+// the keys' part is the same for every message of a shape (KeySection), and each value is
+// written in place in the keys' order, the strings the builder makes itself (the epoch, the
+// occurrence time, the payload's base64, the message id) straight into the result. The metadata
+// object is copied as it is stored (a jsonb container is canonical and aligned the same
+// wherever it starts on a 4-byte boundary); a scalar metadata value is written as that scalar,
+// as pushJsonbValue unpacks it. One allocation of the largest size the fields can take.
+Jsonb *BuildMessageJsonb(const MessageInput &in) {
+  namespace store = statesman::store;
+  const KeySection &keys = in.isnull[kSerializerId] ? kWithoutSerializerId : kWithSerializerId;
+
+  TextValue store_name = TextOf(in, kStore), address = TextOf(in, kAddress), root = TextOf(in, kRoot),
+            path = TextOf(in, kPath), partition = TextOf(in, kPartition), operation = TextOf(in, kOperation),
+            status = TextOf(in, kStatus), value_type = TextOf(in, kValueType), source = TextOf(in, kSource),
+            fingerprint = TextOf(in, kFingerprint), content_type = TextOf(in, kContentType),
+            serializer_id = TextOf(in, kSerializerId), correlation_id = TextOf(in, kCorrelationId),
+            causation_id = TextOf(in, kCausationId), error = TextOf(in, kError);
+  const bytea *payload = nullptr;
+  size_t payload_len = 0;
+  if (!in.isnull[kPayload]) {
+    if (char *why = MessageUnbuildable(in))
+      ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED), errmsg_internal("%s", why)));
+    payload = DatumGetByteaPP(in.value[kPayload]);
+    payload_len = VARSIZE_ANY_EXHDR(payload);
+  }
+  const JsonbContainer *metadata = nullptr;
+  int metadata_len = 0;
+  JsonbValue metadata_scalar;
+  bool metadata_is_scalar = false;
+  if (!in.isnull[kMetadata]) {
+    Jsonb *m = DatumGetJsonbP(in.value[kMetadata]);
+    metadata = &m->root;
+    metadata_len = static_cast<int>(VARSIZE(m) - VARHDRSZ);
+    if (JsonContainerIsScalar(metadata)) {
+      if (!JsonbExtractScalar(&m->root, &metadata_scalar))
+        elog(ERROR, "statesman: a scalar metadata value could not be read");
+      metadata_is_scalar = true;
+    }
+  }
+  const int id_len = in.message_id != nullptr ? in.message_id_len : store_name.len + address.len + 2 + MAXINT8LEN;
+
+  // Every string's bytes, each value's alignment (3) and the largest numerics.
+  Size bound = VARHDRSZ + sizeof(uint32) + 2 * sizeof(JEntry) * keys.count + keys.names_len;
+  for (const TextValue *t : {&store_name, &address, &root, &path, &partition, &operation, &status, &value_type,
+                             &source, &fingerprint, &content_type, &serializer_id, &correlation_id, &causation_id, &error})
+    if (t->len > 0) bound += t->len;
+  bound += strlen(store::kMessageSchema) + UUID_LEN * 2 + 4 + store::kUtcTextSize + id_len +
+           store::Base64Length(payload_len) + metadata_len + 3 * (kMaxIntNumericBytes + 3) + 3 * kKeyCount;
+  if (bound - VARHDRSZ > static_cast<Size>(JENTRY_OFFLENMASK) + 3 * kKeyCount + store::kUtcTextSize + MAXINT8LEN)
     ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                     errmsg("total size of jsonb object elements exceeds the maximum of %d bytes", JENTRY_OFFLENMASK)));
 
   char *base = static_cast<char *>(palloc(bound));
   char *p = base + VARHDRSZ;
-  uint32 header = static_cast<uint32>(n) | JB_FOBJECT;
-  memcpy(p, &header, sizeof(header));
-  p += sizeof(header);
+  memcpy(p, &keys.header, sizeof(keys.header));
+  p += sizeof(keys.header);
+  memcpy(p, keys.entry, sizeof(JEntry) * keys.count);
   char *entries = p;
-  p += sizeof(JEntry) * 2 * n;
+  p += 2 * sizeof(JEntry) * keys.count;
+  memcpy(p, keys.names, keys.names_len);
+  p += keys.names_len;
+  ValueWriter w{base, p, entries, keys.count, keys.names_len};
 
-  int totallen = 0;
-  for (int i = 0; i < n; ++i) {
-    int len = kKeyLen.len[keys[i]];
-    memcpy(p, kKeyNames[keys[i]], len);
-    p += len;
-    PutEntry(entries, i, static_cast<JEntry>(len), &totallen);
+  // The values in the keys' order (kKeyNames).
+  w.Text(path);
+  w.Text(root);
+  if (in.epoch_text != nullptr) {
+    w.Bytes(in.epoch_text, UUID_LEN * 2 + 4);
+  } else {
+    store::FormatUuid(DatumGetUUIDP(in.value[kEpoch])->data, w.p);
+    w.Written(UUID_LEN * 2 + 4);
   }
-  for (int i = 0; i < n; ++i) {
-    const JsonbValue &v = f.value[keys[i]];
-    JEntry meta = 0;
-    switch (v.type) {
-      case jbvNull: meta = JENTRY_ISNULL; break;
-      case jbvString:
-        memcpy(p, v.val.string.val, v.val.string.len);
-        p += v.val.string.len;
-        meta = static_cast<JEntry>(v.val.string.len);
-        break;
-      case jbvNumeric: {
-        // The message's own numbers are integers (SetIntegerField), written in place; a scalar
-        // metadata number is copied as stored.
-        int pad = PadToInt(base, p);
-        int numlen = 0;
-        if (f.integer[keys[i]]) {
-          numlen = WriteIntNumeric(f.number[keys[i]], p);
-        } else {
-          numlen = static_cast<int>(VARSIZE_ANY(v.val.numeric));
-          memcpy(p, v.val.numeric, numlen);
-        }
-        p += numlen;
-        meta = JENTRY_ISNUMERIC | static_cast<JEntry>(pad + numlen);
-        break;
-      }
-      case jbvBool: meta = v.val.boolean ? JENTRY_ISBOOL_TRUE : JENTRY_ISBOOL_FALSE; break;
-      case jbvBinary: {
-        int pad = PadToInt(base, p);
-        memcpy(p, v.val.binary.data, v.val.binary.len);
-        p += v.val.binary.len;
-        meta = JENTRY_ISCONTAINER | static_cast<JEntry>(pad + v.val.binary.len);
-        break;
-      }
-      default: elog(ERROR, "statesman: unexpected jsonb value type %d in a message", static_cast<int>(v.type));
-    }
-    PutEntry(entries, i + n, meta, &totallen);
+  w.Text(error);
+  w.Text(store_name);
+  w.Bytes(store::kMessageSchema, static_cast<int>(strlen(store::kMessageSchema)));
+  w.Text(source);
+  w.Text(status);
+  w.Text(address);
+  if (payload == nullptr) {
+    w.Null();
+  } else {
+    store::Base64Encode(reinterpret_cast<const unsigned char *>(VARDATA_ANY(payload)), payload_len, w.p);
+    w.Written(static_cast<int>(store::Base64Length(payload_len)));
   }
-  int length = static_cast<int>(p - base);
-  if (length - VARHDRSZ > static_cast<int>(JENTRY_OFFLENMASK))
+  if (metadata == nullptr)
+    w.Null();
+  else if (metadata_is_scalar)
+    w.Scalar(metadata_scalar);
+  else
+    w.Container(metadata, metadata_len);
+  w.Integer(DatumGetInt64(in.value[kRevision]));
+  if (in.message_id != nullptr) {
+    w.Bytes(in.message_id, in.message_id_len);
+  } else {
+    w.Written(WriteMessageId(in, w.p));
+  }
+  w.Text(operation);
+  w.Text(partition);
+  w.Text(value_type);
+  if (in.isnull[kOccurredAt])
+    w.Null();
+  else
+    w.Written(static_cast<int>(store::FormatUtcMicros(DatumGetTimestampTz(in.value[kOccurredAt]), w.p)));
+  w.Text(causation_id);
+  w.Text(content_type);
+  w.Text(fingerprint);
+  if (!in.isnull[kSerializerId]) w.Text(serializer_id);
+  w.Text(correlation_id);
+  if (in.isnull[kSchemaVersion])
+    w.Null();
+  else
+    w.Integer(DatumGetInt32(in.value[kSchemaVersion]));
+  if (in.isnull[kGlobalPosition])
+    w.Null();
+  else
+    w.Integer(DatumGetInt64(in.value[kGlobalPosition]));
+
+  int length = static_cast<int>(w.p - base);
+  if (static_cast<Size>(length) > bound) elog(PANIC, "statesman: a message overran its buffer");
+  if (w.totallen > static_cast<int>(JENTRY_OFFLENMASK) || length - VARHDRSZ > static_cast<int>(JENTRY_OFFLENMASK))
     ereport(ERROR, (errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
                     errmsg("total size of jsonb object elements exceeds the maximum of %d bytes", JENTRY_OFFLENMASK)));
   Jsonb *result = reinterpret_cast<Jsonb *>(base);

@@ -9,6 +9,7 @@
 #include "statesman/feed/page.hpp"
 
 #include "statesman/feed/message.hpp"
+#include "statesman/feed/message_format.hpp"
 #include "statesman/pg/bulk_insert.hpp"
 #include "statesman/feed/stored_snapshot.hpp"
 #include "statesman/pg/relations.hpp"
@@ -39,6 +40,7 @@ extern "C" {
 #include "utils/datum.h"
 #include "utils/hsearch.h"
 #include "utils/jsonb.h"
+#include "utils/uuid.h"
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 #include "utils/tuplestore.h"
@@ -141,6 +143,7 @@ struct RootFallback {
 
 struct Envelope {
   Datum store = 0, epoch = 0;
+  char epoch_text[UUID_LEN * 2 + 5];  // the epoch as the message writes it
   HTAB *roots = nullptr;  // root → its fallbacks; nullptr when no root declares one
   bool outbox_fingerprint_null = true, outbox_content_type_null = true;
   Datum outbox_fingerprint = 0, outbox_content_type = 0;
@@ -157,6 +160,7 @@ void LoadEnvelope(Envelope &e, MemoryContext cxt) {
   e.store = datumCopy(store, false, -1);
   e.epoch = datumCopy(epoch, false, UUID_LEN);
   MemoryContextSwitchTo(old);
+  statesman::store::FormatUuid(DatumGetUUIDP(e.epoch)->data, e.epoch_text);
   SPI_freetuptable(SPI_tuptable);
 
   RunPlan(KeptPlan(roots_plan, kRootsSql, 0, nullptr), 0, nullptr, nullptr, nullptr);
@@ -276,6 +280,7 @@ void FillInput(PageReceiver *r, const Datum *v, const bool *isnull, MessageInput
   in.isnull[kStore] = false;
   in.value[kEpoch] = e.epoch;
   in.isnull[kEpoch] = false;
+  in.epoch_text = e.epoch_text;
   for (const auto &m : kMap) {
     in.value[m.field] = v[m.column];
     in.isnull[m.field] = isnull[m.column];
@@ -329,15 +334,13 @@ bool ReceiveValues(PageReceiver *r, const Datum *v, const bool *isnull) {
       return true;
     }
   }
-  StringInfoData id;
-  initStringInfo(&id);
-  AppendMessageId(&id, in);
-  in.message_id = id.data;
-  in.message_id_len = id.len;
+  text *id = MessageIdText(in);
+  in.message_id = VARDATA(id);
+  in.message_id_len = static_cast<int>(VARSIZE(id) - VARHDRSZ);
   switch (r->form) {
     case Form::kReadFeed: {
-      Datum out[5] = {v[cPosition], PointerGetDatum(cstring_to_text_with_len(id.data, id.len)), v[cAddress],
-                      v[cRevision], JsonbPGetDatum(BuildMessageJsonb(in))};
+      Datum out[5] = {v[cPosition], PointerGetDatum(id), v[cAddress], v[cRevision],
+                      JsonbPGetDatum(BuildMessageJsonb(in))};
       bool out_null[5] = {false, false, false, false, false};
       tuplestore_putvalues(r->tuplestore, r->tupdesc, out, out_null);
       break;
@@ -350,7 +353,7 @@ bool ReceiveValues(PageReceiver *r, const Datum *v, const bool *isnull) {
       try {
         sink::Message m;
         m.position = r->last_position;
-        m.id.assign(id.data, id.len);
+        m.id.assign(in.message_id, in.message_id_len);
         m.json.assign(json.data, json.len);
         r->messages->push_back(std::move(m));
       } catch (...) {
@@ -370,7 +373,9 @@ bool ReceiveValues(PageReceiver *r, const Datum *v, const bool *isnull) {
         r->positions = static_cast<Datum *>(r->positions == nullptr ? palloc(bytes) : repalloc(r->positions, bytes));
         r->jsons = static_cast<Datum *>(r->jsons == nullptr ? palloc(bytes) : repalloc(r->jsons, bytes));
       }
-      r->ids[r->count] = PointerGetDatum(cstring_to_text_with_len(id.data, id.len));
+      text *kept_id = static_cast<text *>(palloc(VARSIZE(id)));
+      memcpy(kept_id, id, VARSIZE(id));
+      r->ids[r->count] = PointerGetDatum(kept_id);
       r->positions[r->count] = v[cPosition];
       Jsonb *kept = static_cast<Jsonb *>(palloc(VARSIZE(message)));
       memcpy(kept, message, VARSIZE(message));

@@ -86,6 +86,20 @@ SELECT count(*) AS numbers,
                                   '2026-11-30 12:00:00+00', 'put', 'ok', NULL, (v % 2147483648)::int, NULL,
                                   NULL, NULL, NULL, '\x7b7d'::bytea, NULL, NULL, NULL, NULL) m;
 
+-- Both shapes of the message (with serializerId and without it), with every optional field
+-- set and with every one NULL, strings that need escapes, an empty payload: byte for byte what
+-- PostgreSQL makes of the message's text.
+SELECT count(*) AS shapes,
+       count(*) FILTER (WHERE ROW(m)::rp.image *= ROW(m::text::jsonb)::rp.image) AS same_bytes,
+       count(*) FILTER (WHERE (m ? 'serializerId') = (v.s IS NOT NULL)) AS serializer_id_when_set
+  FROM (VALUES (NULL::text, NULL::text), ('ser-1', E'x"y\\z \u00e9 \U0001F600'), ('', E'tab\there')) v(s, t),
+       LATERAL statesman._message('s', '00000000-0000-0000-0000-000000000001', 'r/p' || COALESCE(v.t, ''), 'r', 'p',
+                                  COALESCE(v.t, ''), 5, NULL,
+                                  CASE WHEN v.s IS NOT NULL THEN '2026-11-30 12:00:00+00'::timestamptz END,
+                                  v.t, v.t, v.t, NULL, v.t, v.t, v.t, v.s,
+                                  CASE WHEN v.s IS NOT NULL THEN convert_to(v.s, 'UTF8') END, v.t, v.t,
+                                  CASE WHEN v.s IS NOT NULL THEN '{"a": [1, 2.5]}'::jsonb END, v.t) m;
+
 -- The root argument is lower-cased; a page is at most max_records, also for one root.
 SELECT global_position - :base AS position, address FROM statesman.read_feed(:base, 2, 'RP-A');
 SELECT global_position - :base AS position, address FROM statesman.read_feed(:base + 3, 100, 'rp-a');

@@ -44,12 +44,14 @@ enum MessageField {
 // The fields of one message: value[f] is the field's Datum (text, uuid, int8, int4,
 // timestamptz, bytea or jsonb as statesman._message takes them), unless isnull[f].
 // store, epoch, address and revision must not be NULL.
-// message_id, when set, is the messageId already built (AppendMessageId) for this input.
+// message_id, when set, is the messageId already built (MessageIdText) for this input;
+// epoch_text, when set, the epoch already written as text (36 characters, FormatUuid).
 struct MessageInput {
   Datum value[kMessageFieldCount];
   bool isnull[kMessageFieldCount];
   const char *message_id = nullptr;
   int message_id_len = 0;
+  const char *epoch_text = nullptr;
 };
 
 // NULL when the message can be built; else, without raising it, the error building it would
@@ -59,7 +61,7 @@ char *MessageUnbuildable(const MessageInput &in);
 Jsonb *BuildMessageJsonb(const MessageInput &in);
 // The same message as JSON text, byte for byte BuildMessageJsonb's output, appended to buf.
 void AppendMessageText(StringInfo buf, const MessageInput &in);
-// messageId, "{store}/{address}#{revision}", appended to buf.
-void AppendMessageId(StringInfo buf, const MessageInput &in);
+// messageId, "{store}/{address}#{revision}", as a text (palloc'd).
+text *MessageIdText(const MessageInput &in);
 
 }  // namespace statesman::pg
