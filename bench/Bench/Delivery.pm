@@ -403,6 +403,17 @@ sub read_drain_script
 		"SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM statesman.read_feed(:after, $READ_PAGE)");
 }
 
+# The same drain of $table, a plain table of read_feed's rows with a unique index on
+# global_position (Bench::PgQ::store_messages): the same pages, read by that index, each message
+# rendered to text the same way. What a reader that had nothing to do but hand out messages
+# already built would cost.
+sub stored_drain_script
+{
+	my ($b, $name, $total, $table) = @_;
+	return read_script($b, $name, int($total / $READ_PAGE) + 1,
+		"SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM (SELECT * FROM $table WHERE global_position > :after ORDER BY global_position LIMIT $READ_PAGE) f");
+}
+
 # Runs a script; (records, seconds "%.2f", rate "%.0f").
 sub timed_script
 {
@@ -601,7 +612,15 @@ sub summary
 		my ($rat, $how, $rates) = Bench::PgQ::read_feed_vs_pgq($R);
 		push @o, "| 2 | drain of $N records, pages of $READ_PAGE: `read_feed` vs PgQ `next_batch`/`get_batch_events`/`finish_batch` (rows rendered to text), records/s ($how) | "
 		  . rate_cell(@$rates) . ' | ' . rate_cell(@{ $P->{read_rates} }) . ' | '
-		  . sprintf('%.2f', $rat) . '× | ≥ 1.00× | ' . verdict($rat, 1) . ' |',
+		  . sprintf('%.2f', $rat) . '× | ≥ 1.00× | ' . verdict($rat, 1) . ' |';
+		if (my ($st, $st_per, $rf, $rf_per, $st_rates) = Bench::PgQ::stored_vs_pgq($R))
+		{
+			push @o, "| 2 | reference: the same drain of the same messages already built, in a plain table (read_feed's rows copied, read by a unique index on the position, rendered to text the same way), vs PgQ's drain, records/s (paired runs: $st_per; `read_feed` ÷ this drain: "
+			  . sprintf('%.2f', $rf) . "×, pairs $rf_per) | "
+			  . rate_cell(@$st_rates) . ' | ' . rate_cell(@{ $P->{read_rates} }) . ' | '
+			  . sprintf('%.2f', $st) . '× | — | — |';
+		}
+		push @o,
 		  "| 2 | drain of $N records to the `table` sink vs PgQ's batches inserted into a table of the same shape, records/s | "
 		  . rate_cell(@{ $D->{drain_rates} }) . ' | ' . rate_cell(@{ $P->{table_rates} }) . ' | '
 		  . ratio(med(@{ $D->{drain_rates} }), med(@{ $P->{table_rates} })) . '× | ≥ 150,000/s | '

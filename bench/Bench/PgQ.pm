@@ -38,6 +38,7 @@ our $BATCH           = 1000;    # events per tick in the drain's backlog
 our $CATCH_UP        = 300;     # seconds the consumer may trail the writers before the bench gives up
 our $TAIL_SECS       = 5;       # unmeasured appends at the end of a latency window (see live_window)
 our @pgqd;                      # pidfiles of the pgqd this program started
+our $STORED          = 'bench.read_stored';    # the feed's messages as a plain table (store_messages)
 
 # ---- the append workload ----
 
@@ -201,20 +202,56 @@ sub paired_script
 		$b->say("  PgQ drain: the feed holds $held records, not the delivery part's " . fmt_int($n) . ': no read_feed drain paired with it');
 		return undef;
 	}
-	return Bench::Delivery::read_drain_script($b, 'read-drain-paired.sql', $n);
+	store_messages($b, $n);
+	return {
+		read_feed => Bench::Delivery::read_drain_script($b, 'read-drain-paired.sql', $n),
+		stored    => Bench::Delivery::stored_drain_script($b, 'stored-drain-paired.sql', $n, $STORED)
+	};
 }
 
-# The read_feed drain paired with PgQ's drain run $r.
+# The feed's messages, as read_feed returns them, copied into a plain table with a unique index
+# on global_position: the reference drain paired with PgQ's (Bench::Delivery::stored_drain_script).
+sub store_messages
+{
+	my ($b, $n) = @_;
+	$b->q(<<"SQL");
+CREATE TABLE $STORED AS SELECT * FROM statesman.read_feed(0, 0) WITH NO DATA;
+DO \$\$
+DECLARE
+    a bigint := 0;
+    k int;
+BEGIN
+    LOOP
+        INSERT INTO $STORED SELECT * FROM statesman.read_feed(a, 50000);
+        GET DIAGNOSTICS k = ROW_COUNT;
+        EXIT WHEN k = 0;
+        SELECT max(global_position) INTO a FROM $STORED;
+    END LOOP;
+END
+\$\$;
+CREATE UNIQUE INDEX ON $STORED (global_position);
+VACUUM ANALYZE $STORED;
+SQL
+	my $got = $b->q("SELECT count(*) FROM $STORED");
+	$b->fail("bench: $STORED holds $got of the feed's $n messages") unless $got == $n;
+	$b->say('  the feed\'s ' . fmt_int($n) . " messages copied into $STORED (read_feed's rows, a unique index on the position)");
+	return;
+}
+
+# The read_feed drain and the stored messages' drain paired with PgQ's drain run $r.
 sub paired_read_feed
 {
-	my ($b, $R, $file, $r) = @_;
+	my ($b, $R, $files, $r) = @_;
 	my $s = $b->s;
 	my $n = $R->{delivery}{n};
-	$b->q('CHECKPOINT');
-	my ($got, $secs, $rate) = Bench::Delivery::timed_script($b, $file);
-	$b->fail("bench: the paired read_feed drain read $got of $n records") unless $got == $n;
-	push @{ $R->{pgq}{paired_read_feed} }, $rate;
-	$b->say("  [read_feed paired with PgQ drain $r/$s->{drain_runs}] " . fmt_int($n) . " records in $secs s = " . fmt_int($rate) . ' records/s');
+	for my $kind (qw(read_feed stored))
+	{
+		$b->q('CHECKPOINT');
+		my ($got, $secs, $rate) = Bench::Delivery::timed_script($b, $files->{$kind});
+		$b->fail("bench: the paired $kind drain read $got of $n records") unless $got == $n;
+		push @{ $R->{pgq}{"paired_$kind"} }, $rate;
+		$b->say("  [$kind paired with PgQ drain $r/$s->{drain_runs}] " . fmt_int($n) . " records in $secs s = " . fmt_int($rate) . ' records/s');
+	}
 	return;
 }
 
@@ -234,6 +271,19 @@ sub read_feed_vs_pgq
 	my $D = $R->{delivery};
 	return () unless $D && @{ $D->{read_rates} // [] };
 	return (med(@{ $D->{read_rates} }) / med(@{ $P->{read_rates} }), 'ratio of medians, separate parts', $D->{read_rates});
+}
+
+# The stored messages' drain against PgQ's and read_feed's against it, each the median of the
+# paired runs' ratios: (stored ÷ PgQ, its pairs, read_feed ÷ stored, its pairs, stored's rates);
+# empty when they did not run.
+sub stored_vs_pgq
+{
+	my ($R) = @_;
+	my $P = $R->{pgq};
+	return () unless $P && @{ $P->{paired_stored} // [] };
+	my ($s, $s_per) = Bench::Format::paired_ratio($P->{paired_stored},    $P->{read_rates});
+	my ($f, $f_per) = Bench::Format::paired_ratio($P->{paired_read_feed}, $P->{paired_stored});
+	return ($s, $s_per, $f, $f_per, $P->{paired_stored});
 }
 
 sub ticks
@@ -300,6 +350,7 @@ SQL
 		drain_run($b, $R, $r, 'table');
 	}
 	$b->q("SELECT pgq.drop_queue('bench_drain', true)");
+	$b->q("DROP TABLE IF EXISTS $STORED");
 	return;
 }
 

@@ -67,7 +67,8 @@ sub lines
 	my ($b, $R) = @_;
 	my $s = $b->s;
 	my @u = gmtime;
-	my @o = ("## statesman benchmark — $TITLE{$s->{only}}", '',
+	my $title = $s->{only} eq '' ? $TITLE{''} : join('; ', map { $TITLE{$_} } split /,/, $s->{only});
+	my @o = ("## statesman benchmark — $title", '',
 		sprintf('- date: %04d-%02d-%02d %02d:%02d UTC', $u[5] + 1900, $u[4] + 1, $u[3], $u[2], $u[1]),
 		'- machine: ' . _machine($b->{ncpu}),
 		"- load average (1/5/15 min): before $R->{load_before}, after $R->{load_after} (the benchmark's own load included)");

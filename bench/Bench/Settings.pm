@@ -40,8 +40,10 @@ sub from_env
 	$s{warmup}  = _get('BENCH_WARMUP',  5,  $whole, 'BENCH_WARMUP must be a whole number');
 	$s{clients} = _get('BENCH_CLIENTS', 2,  $whole, 'BENCH_CLIENTS must be a whole number');
 	$s{only}    = $ENV{BENCH_ONLY} // '';
-	_bad('BENCH_ONLY must be append, capture, delivery, kafka, pgq, steady, nats, rabbitmq or webhook')
-	  unless $s{only} =~ /^(|append|capture|delivery|kafka|pgq|steady|nats|rabbitmq|webhook)$/;
+	$s{parts}   = { map { $_ => 1 } split /,/, $s{only} };
+	_bad('BENCH_ONLY must be append, capture, delivery, kafka, pgq, steady, nats, rabbitmq or webhook, or several of them separated by commas')
+	  unless $s{only} eq ''
+	  || ($s{only} =~ /^[a-z,]+$/ && !grep { !/^(append|capture|delivery|kafka|pgq|steady|nats|rabbitmq|webhook)$/ } split /,/, $s{only});
 	# The report in docs/benchmarks.md is a whole run's: a partial one would replace it.
 	_bad("BENCH_WRITE_DOCS (make bench) writes a whole run into docs/benchmarks.md: run ./scripts/bench for BENCH_ONLY=$s{only}")
 	  if ($ENV{BENCH_WRITE_DOCS} // '') ne '' && $s{only} ne '';
@@ -86,11 +88,11 @@ sub from_env
 	return \%s;
 }
 
-# True when part $part runs (BENCH_ONLY unset, or that part).
+# True when part $part runs (BENCH_ONLY unset, or naming that part).
 sub want
 {
 	my ($s, $part) = @_;
-	return $s->{only} eq '' || $s->{only} eq $part;
+	return $s->{only} eq '' || $s->{parts}{$part};
 }
 
 1;
