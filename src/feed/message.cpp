@@ -242,10 +242,10 @@ namespace {
 // offset of its data (convertJsonbObject's layout); with at most 24 keys only the first key's
 // is such an offset among the keys.
 struct KeySection {
-  int count;                  // keys
-  uint32 header;              // count | JB_FOBJECT
-  JEntry entry[kKeyCount];    // the keys' JEntries
-  char names[256];            // the key names, concatenated
+  int count;                // keys
+  uint32 header;            // count | JB_FOBJECT
+  JEntry entry[kKeyCount];  // the keys' JEntries
+  char names[256];          // the key names, concatenated
   int names_len;
   constexpr KeySection(bool serializer_id) : count(0), header(0), entry(), names(), names_len(0) {
     for (int k = 0; k < kKeyCount; ++k) {
@@ -253,8 +253,8 @@ struct KeySection {
       int len = 0;
       for (const char *c = kKeyNames[k]; *c != '\0'; ++c) names[names_len + len++] = *c;
       names_len += len;
-      entry[count] = count % JB_OFFSET_STRIDE == 0 ? static_cast<JEntry>(names_len) | JENTRY_HAS_OFF
-                                                   : static_cast<JEntry>(len);
+      entry[count] =
+          count % JB_OFFSET_STRIDE == 0 ? static_cast<JEntry>(names_len) | JENTRY_HAS_OFF : static_cast<JEntry>(len);
       ++count;
     }
     header = static_cast<uint32>(count) | JB_FOBJECT;
@@ -386,8 +386,8 @@ Jsonb *BuildMessageJsonb(const MessageInput &in) {
 
   // Every string's bytes, each value's alignment (3) and the largest numerics.
   Size bound = VARHDRSZ + sizeof(uint32) + 2 * sizeof(JEntry) * keys.count + keys.names_len;
-  for (const TextValue *t : {&store_name, &address, &root, &path, &partition, &operation, &status, &value_type,
-                             &source, &fingerprint, &content_type, &serializer_id, &correlation_id, &causation_id, &error})
+  for (const TextValue *t : {&store_name, &address, &root, &path, &partition, &operation, &status, &value_type, &source,
+                             &fingerprint, &content_type, &serializer_id, &correlation_id, &causation_id, &error})
     if (t->len > 0) bound += t->len;
   bound += strlen(store::kMessageSchema) + UUID_LEN * 2 + 4 + store::kUtcTextSize + id_len +
            store::Base64Length(payload_len) + metadata_len + 3 * (kMaxIntNumericBytes + 3) + 3 * kKeyCount;

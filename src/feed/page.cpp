@@ -144,7 +144,7 @@ struct RootFallback {
 struct Envelope {
   Datum store = 0, epoch = 0;
   char epoch_text[UUID_LEN * 2 + 5];  // the epoch as the message writes it
-  HTAB *roots = nullptr;  // root → its fallbacks; nullptr when no root declares one
+  HTAB *roots = nullptr;              // root → its fallbacks; nullptr when no root declares one
   bool outbox_fingerprint_null = true, outbox_content_type_null = true;
   Datum outbox_fingerprint = 0, outbox_content_type = 0;
 };
