@@ -1,7 +1,9 @@
 // statesman._message(…): builds one statesman.state-change/v1 message as jsonb (docs/design.md §5).
 //
-// Built directly as a JsonbValue tree: jsonb_build_object would look up each argument's type
-// category on every row, which dominated read_feed. The same builders serve the page reader
+// The jsonb is written in its binary form in one pass (BuildMessageJsonb); the JSON text the
+// sinks outside the database send is written directly from the fields gathered as JsonbValues
+// (AppendMessageText). jsonb_build_object would look up each argument's type category on every
+// row, which once dominated read_feed. The same builders serve the page reader
 // (src/feed/page.cpp), from the rows of statesman._feed_page. Nothing here holds a C++ object
 // with a destructor, so the PostgreSQL calls below may ereport freely.
 #include "statesman/feed/message.hpp"
@@ -30,8 +32,8 @@ static_assert(statesman::store::kMaxMessageBytes == JENTRY_OFFLENMASK,
 namespace statesman::pg {
 namespace {
 
-// The message's keys. jsonb stores object keys sorted (shorter first, then bytewise) and sorts
-// whatever it is given; handing them over already in that order makes its sort a single pass.
+// The message's keys, in the order jsonb stores an object's keys (shorter first, then
+// bytewise): the order both writers put them in.
 enum Key {
   kPathKey,
   kRootKey,
@@ -120,7 +122,7 @@ void SetIntegerField(Fields &f, Key key, const MessageInput &in, MessageField fi
 namespace statesman::pg {
 namespace {
 
-// Fills f from a message's fields (none of the required ones is NULL).
+// Fills f from a message's fields (none of the required ones is NULL): AppendMessageText's input.
 void GatherFields(const MessageInput &in, Fields &f) {
   namespace store = statesman::store;
   for (int k = 0; k < kKeyCount; ++k) {
