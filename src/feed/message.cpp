@@ -209,30 +209,38 @@ char *MessageUnbuildable(const MessageInput &in) {
 
 namespace {
 
+// A text field's characters (len -1: NULL).
+struct TextValue {
+  const char *data;
+  int len;
+};
+
+TextValue TextOf(const MessageInput &in, MessageField field) {
+  if (in.isnull[field]) return {nullptr, -1};
+  text *t = DatumGetTextPP(in.value[field]);
+  return {VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t))};
+}
+
 // messageId, "{store}/{address}#{revision}", into out (room for the store name, the address,
 // two separators and MAXINT8LEN + 1 bytes); returns its length.
-int WriteMessageId(const MessageInput &in, char *out) {
-  text *store_name = DatumGetTextPP(in.value[kStore]);
-  text *address = DatumGetTextPP(in.value[kAddress]);
+int WriteMessageId(const TextValue &store_name, const TextValue &address, int64 revision, char *out) {
   char *p = out;
-  memcpy(p, VARDATA_ANY(store_name), VARSIZE_ANY_EXHDR(store_name));
-  p += VARSIZE_ANY_EXHDR(store_name);
+  memcpy(p, store_name.data, store_name.len);
+  p += store_name.len;
   *p++ = '/';
-  memcpy(p, VARDATA_ANY(address), VARSIZE_ANY_EXHDR(address));
-  p += VARSIZE_ANY_EXHDR(address);
+  memcpy(p, address.data, address.len);
+  p += address.len;
   *p++ = '#';
-  p += pg_lltoa(DatumGetInt64(in.value[kRevision]), p);  // writes a terminating NUL after the digits
+  p += pg_lltoa(revision, p);  // writes a terminating NUL after the digits
   return static_cast<int>(p - out);
 }
 
 }  // namespace
 
 text *MessageIdText(const MessageInput &in) {
-  text *store_name = DatumGetTextPP(in.value[kStore]);
-  text *address = DatumGetTextPP(in.value[kAddress]);
-  Size bound = VARHDRSZ + VARSIZE_ANY_EXHDR(store_name) + VARSIZE_ANY_EXHDR(address) + 2 + MAXINT8LEN + 1;
-  text *id = static_cast<text *>(palloc(bound));
-  SET_VARSIZE(id, VARHDRSZ + WriteMessageId(in, VARDATA(id)));
+  TextValue store_name = TextOf(in, kStore), address = TextOf(in, kAddress);
+  text *id = static_cast<text *>(palloc(VARHDRSZ + store_name.len + address.len + 2 + MAXINT8LEN + 1));
+  SET_VARSIZE(id, VARHDRSZ + WriteMessageId(store_name, address, DatumGetInt64(in.value[kRevision]), VARDATA(id)));
   return id;
 }
 
@@ -266,18 +274,6 @@ constexpr KeySection kWithSerializerId(true);
 constexpr KeySection kWithoutSerializerId(false);
 static_assert(kWithSerializerId.names_len == 202 && kWithoutSerializerId.count == kKeyCount - 1,
               "the key sections must hold every key name");
-
-// A text field's characters (len -1: NULL).
-struct TextValue {
-  const char *data;
-  int len;
-};
-
-TextValue TextOf(const MessageInput &in, MessageField field) {
-  if (in.isnull[field]) return {nullptr, -1};
-  text *t = DatumGetTextPP(in.value[field]);
-  return {VARDATA_ANY(t), static_cast<int>(VARSIZE_ANY_EXHDR(t))};
-}
 
 // Writes the values of an object whose keys are written: each value's bytes at p and its
 // JEntry, as convertJsonbObject lays them out (numerics and containers 4-byte aligned from the
@@ -439,7 +435,7 @@ Jsonb *BuildMessageJsonb(const MessageInput &in) {
   if (in.message_id != nullptr) {
     w.Bytes(in.message_id, in.message_id_len);
   } else {
-    w.Written(WriteMessageId(in, w.p));
+    w.Written(WriteMessageId(store_name, address, DatumGetInt64(in.value[kRevision]), w.p));
   }
   w.Text(operation);
   w.Text(partition);
