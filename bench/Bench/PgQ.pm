@@ -222,10 +222,9 @@ DECLARE
     k int;
 BEGIN
     LOOP
-        INSERT INTO $STORED SELECT * FROM statesman.read_feed(a, 50000);
-        GET DIAGNOSTICS k = ROW_COUNT;
+        WITH page AS (INSERT INTO $STORED SELECT * FROM statesman.read_feed(a, 50000) RETURNING global_position)
+        SELECT count(*), COALESCE(max(global_position), a) INTO k, a FROM page;
         EXIT WHEN k = 0;
-        SELECT max(global_position) INTO a FROM $STORED;
     END LOOP;
 END
 \$\$;
