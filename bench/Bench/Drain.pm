@@ -35,7 +35,7 @@ sub run
 	  : '';
 	$b->q("CREATE TABLE IF NOT EXISTS bench.sink_drains (outbox_id text PRIMARY KEY, created_at timestamptz,
                first_at timestamptz, done_at timestamptz);
-DELETE FROM bench.sink_drains WHERE outbox_id = '$outbox'");
+DELETE FROM bench.sink_drains WHERE outbox_id = '$outbox'", quiet => 1);
 	$b->q('CHECKPOINT');
 	$b->q(<<"SQL", notices => 1);
 SELECT statesman.create_outbox('$outbox', '$a{sink}', '$a{options}');
