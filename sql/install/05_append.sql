@@ -59,3 +59,31 @@ CREATE FUNCTION statesman.append_delete(
 COMMENT ON FUNCTION statesman.append_delete(text, text, text, text, text, integer, text, text, text,
     jsonb, text, timestamptz, timestamptz) IS
     'appends a tombstone (operation delete, no payload)';
+
+-- The plain twins of the three append functions: the same C code and arguments, OUT (address,
+-- revision), not a set. The planner's support turns a call of an append function in a select
+-- list into a call of its twin where that changes nothing the statement does (one set-returning
+-- call in the list, not also in FROM): a set-returning call has its row type rebuilt from
+-- pg_proc and a one-row result set made at every execution. Open to PUBLIC because a plan that
+-- calls a twin is checked for EXECUTE on the twin; each twin checks EXECUTE on its declared
+-- function itself, at every call, and refuses as that function would (42501).
+CREATE FUNCTION statesman._append_row(
+    root text, path text, payload jsonb, partition text, operation text, status text,
+    value_type text, schema_version integer, source text, correlation_id text, causation_id text,
+    metadata jsonb, error text, fresh_until timestamptz, serve_until timestamptz,
+    OUT address text, OUT revision bigint)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_append_row';
+CREATE FUNCTION statesman._append_bytes_row(
+    root text, path text, payload bytea, content_type text, serializer_id text, partition text,
+    operation text, status text, value_type text, schema_version integer, source text,
+    correlation_id text, causation_id text, metadata jsonb, error text, fresh_until timestamptz,
+    serve_until timestamptz, OUT address text, OUT revision bigint)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_append_bytes_row';
+CREATE FUNCTION statesman._append_delete_row(
+    root text, path text, partition text, status text, value_type text, schema_version integer,
+    source text, correlation_id text, causation_id text, metadata jsonb, error text,
+    fresh_until timestamptz, serve_until timestamptz, OUT address text, OUT revision bigint)
+    LANGUAGE c VOLATILE
+    AS 'MODULE_PATHNAME', 'statesman_append_delete_row';

@@ -25,6 +25,13 @@ extern "C" {
 #include "nodes/makefuncs.h"
 #include "nodes/primnodes.h"
 #include "nodes/supportnodes.h"
+#include "nodes/nodeFuncs.h"
+#include "nodes/pathnodes.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
+#include "catalog/objectaccess.h"
+#include "catalog/pg_proc.h"
+#include "utils/acl.h"
 #include "utils/relcache.h"
 #include "utils/timestamp.h"
 #include "catalog/namespace.h"
@@ -53,6 +60,9 @@ PG_FUNCTION_INFO_V1(statesman_append);
 PG_FUNCTION_INFO_V1(statesman_append_bytes);
 PG_FUNCTION_INFO_V1(statesman_append_delete);
 PG_FUNCTION_INFO_V1(statesman_append_support);
+PG_FUNCTION_INFO_V1(statesman_append_row);
+PG_FUNCTION_INFO_V1(statesman_append_bytes_row);
+PG_FUNCTION_INFO_V1(statesman_append_delete_row);
 PG_FUNCTION_INFO_V1(statesman_address_of);
 PG_FUNCTION_INFO_V1(statesman_in_transaction_block);
 PG_FUNCTION_INFO_V1(statesman_roots_changed);
@@ -161,6 +171,13 @@ InsertShape insert_shape;
 bool ledger_known = false;
 // The append functions' result row type (ReturnAppendResult), in TopMemoryContext.
 TupleDesc result_desc = nullptr;
+// For each append function (in the order of kAppendShapes): its plain twin, as the planner's
+// support last looked it up (see PlainTwin), and, for a twin, the declared function whose
+// EXECUTE privilege it checks (see CheckDeclaredPrivilege). InvalidOid: not looked up yet.
+constexpr int kAppendFunctions = 3;
+Oid plain_twin[kAppendFunctions] = {};
+bool plain_twin_known[kAppendFunctions] = {};
+Oid declared_function[kAppendFunctions] = {};
 // The roots' declarations as this session last read them (see CachedRoot), kept like the shape
 // and also forgotten when statesman.roots changes (its trigger, statesman._roots_changed,
 // invalidates the table in every session at commit, and in this one at once).
@@ -179,6 +196,11 @@ void ForgetCatalogFacts() {
   if (root_cache != nullptr) root_cache->clear();
   if (result_desc != nullptr) FreeTupleDesc(result_desc);
   result_desc = nullptr;
+  for (int i = 0; i < kAppendFunctions; ++i) {
+    plain_twin[i] = InvalidOid;
+    plain_twin_known[i] = false;
+    declared_function[i] = InvalidOid;
+  }
 }
 void ForgetVersionCheck(Datum, int, uint32) { ForgetCatalogFacts(); }
 void ForgetVersionCheckRel(Datum, Oid) { ForgetCatalogFacts(); }
@@ -205,14 +227,19 @@ char *InstalledVersion() {
 // The library appends only to the SQL objects of its own version (the statements below and
 // statesman._prune are this version's). On an older version's objects, between installing a new
 // build and ALTER EXTENSION statesman UPDATE, an append fails before it writes anything.
+// Has every catalog fact above forgotten at any change of a function or a relation. Plain
+// PostgreSQL code: run it under pg::Call.
+void RegisterForgetting() {
+  if (version_callbacks_registered) return;
+  CacheRegisterSyscacheCallback(PROCOID, ForgetVersionCheck, static_cast<Datum>(0));
+  CacheRegisterRelcacheCallback(ForgetVersionCheckRel, static_cast<Datum>(0));
+  version_callbacks_registered = true;
+}
+
 void CheckInstalledVersion() {
   if (installed_version_checked) return;
   char *installed = Call([] {
-    if (!version_callbacks_registered) {
-      CacheRegisterSyscacheCallback(PROCOID, ForgetVersionCheck, static_cast<Datum>(0));
-      CacheRegisterRelcacheCallback(ForgetVersionCheckRel, static_cast<Datum>(0));
-      version_callbacks_registered = true;
-    }
+    RegisterForgetting();
     return InstalledVersion();
   });
   if (installed != nullptr && IsLibraryVersion(installed)) {
@@ -944,6 +971,23 @@ Datum ReturnAppendResult(FunctionCallInfo fcinfo, AppendResult result) {
   return static_cast<Datum>(0);
 }
 
+// The (address, revision) row of an append as one composite value, for the plain twins. Its row
+// type is built and registered (BlessTupleDesc) once per session. Plain PostgreSQL code.
+Datum ReturnAppendRow(AppendResult result) {
+  static TupleDesc row_desc = nullptr;
+  if (row_desc == nullptr) {
+    MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+    TupleDesc desc = CreateTemplateTupleDesc(2);
+    TupleDescInitEntry(desc, 1, "address", TEXTOID, -1, 0);
+    TupleDescInitEntry(desc, 2, "revision", INT8OID, -1, 0);
+    row_desc = BlessTupleDesc(desc);
+    MemoryContextSwitchTo(old);
+  }
+  Datum values[2] = {CStringGetTextDatum(result.address), Int64GetDatum(result.revision)};
+  bool nulls[2] = {false, false};
+  return HeapTupleGetDatum(heap_form_tuple(row_desc, values, nulls));
+}
+
 // Serialises a jsonb payload as its UTF-8 text, stored as bytes.
 Datum JsonbPayloadBytes(Datum jsonb_datum) {
   Jsonb *jb = DatumGetJsonbP(jsonb_datum);
@@ -981,6 +1025,16 @@ void ReadCommonArgs(AppendRequest &req, FunctionCallInfo fcinfo, const AppendSha
 // the trailing arguments that hold what the function reads for a missing one (see Dropped);
 // an argument that is not such a constant (a parameter, an expression, another value) stays,
 // and so does every argument before it.
+//
+// The append functions are declared RETURNS TABLE, so PostgreSQL runs a call in a select list as
+// a set: a ProjectSet node, the row type rebuilt from pg_proc's argument arrays at every
+// execution, a result set of one row. An append always returns exactly one row, so where that
+// cannot change what the statement does (see PlainCallIsSafe), the support function also turns
+// the call into one of the function's plain twin (statesman._append_row, _append_bytes_row,
+// _append_delete_row): the same C code, the same arguments, one composite value returned. The
+// executor checks EXECUTE on the twin, which is open to PUBLIC; the twin checks EXECUTE on the
+// declared function itself, at every call (CheckDeclaredPrivilege), so a plan that outlives a
+// REVOKE or a SET ROLE still refuses whom the declared function would refuse.
 
 constexpr const AppendShape *kAppendShapes[] = {&kAppend, &kAppendBytes, &kAppendDelete};
 
@@ -999,26 +1053,119 @@ bool HoldsDropped(const AppendShape &shape, int argno, Node *arg) {
   return len == std::strlen(dropped) && std::memcmp(VARDATA_ANY(t), dropped, len) == 0;
 }
 
-// The call without its trailing arguments that hold what the function reads for a missing one,
-// or nullptr to keep it as it is. Plain PostgreSQL code: run it under pg::Call.
-Node *WithoutDroppedArgs(const FuncExpr *call) {
+// The plain twins' names, in the order of kAppendShapes.
+constexpr const char *kPlainTwinNames[] = {"_append_row", "_append_bytes_row", "_append_delete_row"};
+
+// statesman.<name> with the argument types of function fn, or InvalidOid. Plain PostgreSQL code.
+Oid SameArgsFunction(Oid fn, const char *name) {
+  HeapTuple tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+  if (!HeapTupleIsValid(tuple)) return InvalidOid;
+  const Form_pg_proc proc = reinterpret_cast<Form_pg_proc>(GETSTRUCT(tuple));
+  List *qualified = list_make2(makeString(pstrdup("statesman")), makeString(pstrdup(name)));
+  Oid found = LookupFuncName(qualified, proc->pronargs, proc->proargtypes.values, true);
+  ReleaseSysCache(tuple);
+  return found;
+}
+
+// The plain twin of append function k (declared as fn), or InvalidOid when the installed SQL has
+// none. Plain PostgreSQL code.
+Oid PlainTwin(int k, Oid fn) {
+  if (!plain_twin_known[k]) {
+    RegisterForgetting();
+    plain_twin[k] = SameArgsFunction(fn, kPlainTwinNames[k]);
+    plain_twin_known[k] = true;
+  }
+  return plain_twin[k];
+}
+
+// Counts the set-returning expressions of a tree, and among them the calls of one function. A
+// subquery is not entered: it is planned on its own, with its own count.
+struct SetCalls {
+  Oid fn;
+  int sets = 0;
+  int calls = 0;
+};
+
+bool CountSetCalls(Node *node, void *context) {
+  if (node == nullptr || IsA(node, Query)) return false;
+  SetCalls *count = static_cast<SetCalls *>(context);
+  if (IsA(node, FuncExpr) && reinterpret_cast<FuncExpr *>(node)->funcretset) {
+    ++count->sets;
+    if (reinterpret_cast<FuncExpr *>(node)->funcid == count->fn) ++count->calls;
+  } else if (IsA(node, OpExpr) && reinterpret_cast<OpExpr *>(node)->opretset) {
+    ++count->sets;
+  }
+  // PostgreSQL 15 declares the walker without its parameters, as C allows.
+  return expression_tree_walker(node, reinterpret_cast<bool (*)()>(reinterpret_cast<void (*)()>(CountSetCalls)),
+                                context);
+}
+
+// Whether the call of fn being planned may run as a plain call without changing what the
+// statement does: it is a SELECT whose select list holds exactly one set-returning expression,
+// a call of fn, and fn is not also called in its FROM list (so the call being planned is that
+// one). Two calls of one set-returning function that are equal run once (PostgreSQL's ProjectSet
+// evaluates equal expressions once, which `(statesman.append(…)).*` relies on), and next to
+// another set-returning function an append's row is on the first row only: both keep the set.
+// In FROM, a set and a plain call are the same function scan, so nothing is gained there.
+// Plain PostgreSQL code.
+bool PlainCallIsSafe(const PlannerInfo *root, Oid fn) {
+  if (root == nullptr || root->parse == nullptr || root->parse->commandType != CMD_SELECT) return false;
+  const Query *query = root->parse;
+  SetCalls in_list{fn};
+  CountSetCalls(reinterpret_cast<Node *>(query->targetList), &in_list);
+  if (in_list.sets != 1 || in_list.calls != 1) return false;
+  ListCell *cell;
+  foreach (cell, query->rtable) {
+    RangeTblEntry *rte = static_cast<RangeTblEntry *>(lfirst(cell));
+    if (rte->rtekind != RTE_FUNCTION) continue;
+    SetCalls in_from{fn};
+    CountSetCalls(reinterpret_cast<Node *>(rte->functions), &in_from);
+    if (in_from.calls != 0) return false;
+  }
+  return true;
+}
+
+// The call as the planner should run it (see the top of this section): without its trailing
+// arguments that hold what the function reads for a missing one, and as a call of its plain
+// twin where that is safe; or nullptr to keep it as it is. Plain PostgreSQL code: run it under
+// pg::Call.
+Node *SimplifiedCall(const PlannerInfo *root, const FuncExpr *call) {
   if (get_func_namespace(call->funcid) != get_namespace_oid("statesman", true)) return nullptr;
   const char *name = get_func_name(call->funcid);
-  const AppendShape *shape = nullptr;
-  for (const AppendShape *s : kAppendShapes)
-    if (name != nullptr && std::strcmp(s->name, name) == 0) shape = s;
+  int k = -1;
+  for (int i = 0; i < kAppendFunctions; ++i)
+    if (name != nullptr && std::strcmp(kAppendShapes[i]->name, name) == 0) k = i;
+  if (k < 0) return nullptr;
+  const AppendShape &shape = *kAppendShapes[k];
   int nargs = list_length(call->args);
-  if (shape == nullptr || nargs != shape->declared) return nullptr;
+  if (nargs != shape.declared) return nullptr;
   int keep = nargs;
-  while (keep > shape->required && HoldsDropped(*shape, keep - 1, static_cast<Node *>(list_nth(call->args, keep - 1))))
+  while (keep > shape.required && HoldsDropped(shape, keep - 1, static_cast<Node *>(list_nth(call->args, keep - 1))))
     --keep;
-  if (keep == nargs) return nullptr;
-  FuncExpr *shorter = makeFuncExpr(call->funcid, call->funcresulttype, list_truncate(list_copy(call->args), keep),
-                                   call->funccollid, call->inputcollid, call->funcformat);
-  shorter->funcretset = call->funcretset;
-  shorter->funcvariadic = call->funcvariadic;
-  shorter->location = call->location;
-  return reinterpret_cast<Node *>(shorter);
+  Oid twin = call->funcretset && PlainCallIsSafe(root, call->funcid) ? PlainTwin(k, call->funcid) : InvalidOid;
+  if (keep == nargs && !OidIsValid(twin)) return nullptr;
+  FuncExpr *simpler =
+      makeFuncExpr(OidIsValid(twin) ? twin : call->funcid, call->funcresulttype,
+                   list_truncate(list_copy(call->args), keep), call->funccollid, call->inputcollid, call->funcformat);
+  simpler->funcretset = OidIsValid(twin) ? false : call->funcretset;
+  simpler->funcvariadic = call->funcvariadic;
+  simpler->location = call->location;
+  return reinterpret_cast<Node *>(simpler);
+}
+
+// For the plain twin of append function k: the caller's EXECUTE privilege on the declared
+// function, as the executor checks it for a call of that function (the same error, 42501).
+// Plain PostgreSQL code.
+void CheckDeclaredPrivilege(FunctionCallInfo fcinfo, int k) {
+  if (!OidIsValid(declared_function[k])) {
+    RegisterForgetting();
+    Oid fn = SameArgsFunction(fcinfo->flinfo->fn_oid, kAppendShapes[k]->name);
+    if (!OidIsValid(fn)) elog(ERROR, "statesman: %s has no declared function", kPlainTwinNames[k]);
+    declared_function[k] = fn;
+  }
+  AclResult allowed = pg_proc_aclcheck(declared_function[k], GetUserId(), ACL_EXECUTE);
+  if (allowed != ACLCHECK_OK) aclcheck_error(allowed, OBJECT_FUNCTION, get_func_name(declared_function[k]));
+  InvokeFunctionExecuteHook(declared_function[k]);
 }
 
 }  // namespace
@@ -1055,10 +1202,15 @@ int64 AppendCaptured(const CapturedRecord &record) {
 using statesman::pg::AppendRequest;
 using statesman::pg::AppendResult;
 
+namespace {
+
+// The appends of the three functions from their arguments. Plain code: their arguments are
+// read with no C++ object alive, the append itself runs under pg::Invoke.
+
 // statesman.append(root, path, payload jsonb, partition, operation, status, value_type,
 //   schema_version, source, correlation_id, causation_id, metadata, error, fresh_until,
 //   serve_until) → (address, revision)
-extern "C" Datum statesman_append(PG_FUNCTION_ARGS) {
+AppendResult AppendJsonb(FunctionCallInfo fcinfo) {
   AppendRequest req;
   req.root = statesman::pg::TextArg(fcinfo, 0);
   req.path = statesman::pg::TextParamArg(req, statesman::pg::kPath, fcinfo, 1);
@@ -1071,13 +1223,12 @@ extern "C" Datum statesman_append(PG_FUNCTION_ARGS) {
   req.nulls[statesman::pg::kContentType] = ' ';
   req.nulls[statesman::pg::kSerializerId] = 'n';
   statesman::pg::ReadCommonArgs(req, fcinfo, statesman::pg::kAppend);
-  AppendResult result = statesman::pg::Invoke([&] { return statesman::pg::AppendRecord(req); });
-  return statesman::pg::ReturnAppendResult(fcinfo, result);
+  return statesman::pg::Invoke([&] { return statesman::pg::AppendRecord(req); });
 }
 
 // statesman.append_bytes(root, path, payload bytea, content_type, serializer_id, partition,
 //   operation, status, …, serve_until) → (address, revision)
-extern "C" Datum statesman_append_bytes(PG_FUNCTION_ARGS) {
+AppendResult AppendBytes(FunctionCallInfo fcinfo) {
   AppendRequest req;
   req.root = statesman::pg::TextArg(fcinfo, 0);
   req.path = statesman::pg::TextParamArg(req, statesman::pg::kPath, fcinfo, 1);
@@ -1085,12 +1236,11 @@ extern "C" Datum statesman_append_bytes(PG_FUNCTION_ARGS) {
   statesman::pg::SetArg(req, statesman::pg::kContentType, fcinfo, 3);
   statesman::pg::SetArg(req, statesman::pg::kSerializerId, fcinfo, 4);
   statesman::pg::ReadCommonArgs(req, fcinfo, statesman::pg::kAppendBytes);
-  AppendResult result = statesman::pg::Invoke([&] { return statesman::pg::AppendRecord(req); });
-  return statesman::pg::ReturnAppendResult(fcinfo, result);
+  return statesman::pg::Invoke([&] { return statesman::pg::AppendRecord(req); });
 }
 
 // statesman.append_delete(root, path, partition, status, …, serve_until) → (address, revision)
-extern "C" Datum statesman_append_delete(PG_FUNCTION_ARGS) {
+AppendResult AppendDelete(FunctionCallInfo fcinfo) {
   AppendRequest req;
   req.root = statesman::pg::TextArg(fcinfo, 0);
   req.path = statesman::pg::TextParamArg(req, statesman::pg::kPath, fcinfo, 1);
@@ -1101,20 +1251,52 @@ extern "C" Datum statesman_append_delete(PG_FUNCTION_ARGS) {
   req.nulls[statesman::pg::kContentType] = 'n';
   req.nulls[statesman::pg::kSerializerId] = 'n';
   statesman::pg::ReadCommonArgs(req, fcinfo, statesman::pg::kAppendDelete);
-  AppendResult result = statesman::pg::Invoke([&] { return statesman::pg::AppendRecord(req); });
-  return statesman::pg::ReturnAppendResult(fcinfo, result);
+  return statesman::pg::Invoke([&] { return statesman::pg::AppendRecord(req); });
+}
+
+}  // namespace
+
+extern "C" Datum statesman_append(PG_FUNCTION_ARGS) {
+  return statesman::pg::ReturnAppendResult(fcinfo, AppendJsonb(fcinfo));
+}
+
+extern "C" Datum statesman_append_bytes(PG_FUNCTION_ARGS) {
+  return statesman::pg::ReturnAppendResult(fcinfo, AppendBytes(fcinfo));
+}
+
+extern "C" Datum statesman_append_delete(PG_FUNCTION_ARGS) {
+  return statesman::pg::ReturnAppendResult(fcinfo, AppendDelete(fcinfo));
+}
+
+// statesman._append_row, _append_bytes_row, _append_delete_row: the plain twins of the three
+// (the planner's support turns a call into one where that is safe; see SimplifiedCall). The
+// same arguments; the (address, revision) row as one value.
+extern "C" Datum statesman_append_row(PG_FUNCTION_ARGS) {
+  statesman::pg::CheckDeclaredPrivilege(fcinfo, 0);
+  return statesman::pg::ReturnAppendRow(AppendJsonb(fcinfo));
+}
+
+extern "C" Datum statesman_append_bytes_row(PG_FUNCTION_ARGS) {
+  statesman::pg::CheckDeclaredPrivilege(fcinfo, 1);
+  return statesman::pg::ReturnAppendRow(AppendBytes(fcinfo));
+}
+
+extern "C" Datum statesman_append_delete_row(PG_FUNCTION_ARGS) {
+  statesman::pg::CheckDeclaredPrivilege(fcinfo, 2);
+  return statesman::pg::ReturnAppendRow(AppendDelete(fcinfo));
 }
 
 // statesman._append_support(internal) → internal: the append functions' SUPPORT function. To a
-// SupportRequestSimplify, the call without its dropped trailing arguments (see
-// WithoutDroppedArgs); to any other request, NULL (nothing to say).
+// SupportRequestSimplify, the call without its dropped trailing arguments, and as a call of the
+// plain twin where that is safe (see SimplifiedCall); to any other request, NULL (nothing to say).
 extern "C" Datum statesman_append_support(PG_FUNCTION_ARGS) {
   Node *request = reinterpret_cast<Node *>(PG_GETARG_POINTER(0));
   if (!IsA(request, SupportRequestSimplify)) PG_RETURN_POINTER(nullptr);
-  const FuncExpr *call = reinterpret_cast<SupportRequestSimplify *>(request)->fcall;
-  Node *shorter = statesman::pg::Invoke(
-      [&] { return statesman::pg::Call([&] { return statesman::pg::WithoutDroppedArgs(call); }); });
-  PG_RETURN_POINTER(shorter);
+  const SupportRequestSimplify *simplify = reinterpret_cast<SupportRequestSimplify *>(request);
+  Node *simpler = statesman::pg::Invoke([&] {
+    return statesman::pg::Call([&] { return statesman::pg::SimplifiedCall(simplify->root, simplify->fcall); });
+  });
+  PG_RETURN_POINTER(simpler);
 }
 
 // statesman.address_of(root, path, partition) → the canonical address, validating each part.

@@ -36,7 +36,7 @@
 BEGIN;
 CREATE EXTENSION IF NOT EXISTS pgtap;
 DROP EXTENSION IF EXISTS statesman CASCADE;
-SELECT plan(104);
+SELECT plan(111);
 
 CREATE ROLE pgtap_sm_squatter;
 CREATE ROLE pgtap_sm_nobody;
@@ -227,8 +227,10 @@ SELECT is_empty(
          AND p.proname NOT IN ('store_info', 'address_of', 'head_position', 'cursor_position',
                                'mark_applied', 'already_applied', 'applied_position')
          AND NOT (p.proname LIKE '\_%' AND p.provolatile IN ('i', 's') AND NOT p.prosecdef)
-         AND p.proname NOT IN ('_in_transaction_block', '_feed_status')$$,
-    'PUBLIC may execute only the documented functions (and _feed_status, behind the feed_status view), '
+         AND p.proname NOT IN ('_in_transaction_block', '_feed_status')
+         AND NOT (p.proname IN ('_append_row', '_append_bytes_row', '_append_delete_row') AND NOT p.prosecdef)$$,
+    'PUBLIC may execute only the documented functions (and _feed_status, behind the feed_status view; the '
+    'append functions'' plain twins, which check EXECUTE on their declared function), '
     'and stable or immutable helpers that are not SECURITY DEFINER');
 SELECT is_empty(
     $$SELECT p.oid::regprocedure::text FROM pg_proc p
@@ -267,6 +269,13 @@ SET ROLE pgtap_sm_nobody;
 SELECT throws_ok($$SELECT statesman.append('priv', 'nobody/1', '{"by": "nobody"}')$$, '42501', NULL, 'nobody: append() is refused: 42501');
 SELECT throws_ok($$SELECT statesman.append_bytes('priv', 'nobody/2', '\x01', 'application/octet-stream')$$, '42501', NULL, 'nobody: append_bytes() is refused: 42501');
 SELECT throws_ok($$SELECT statesman.append_delete('priv', 'nobody/1')$$, '42501', NULL, 'nobody: append_delete() is refused: 42501');
+-- The plain twins the planner calls instead (open to PUBLIC) refuse as their declared functions do.
+SELECT throws_ok($$SELECT statesman._append_row('priv', 'nobody/3', '{}', '', 'put', 'ok', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)$$,
+    '42501', 'permission denied for function append', 'nobody: _append_row() called directly is refused as append() is: 42501');
+SELECT throws_ok($$SELECT statesman._append_bytes_row('priv', 'nobody/3', '\x01', 'application/octet-stream', NULL, '', 'put', 'ok', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)$$,
+    '42501', 'permission denied for function append_bytes', 'nobody: _append_bytes_row() called directly is refused: 42501');
+SELECT throws_ok($$SELECT statesman._append_delete_row('priv', 'nobody/3', '', 'ok', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)$$,
+    '42501', 'permission denied for function append_delete', 'nobody: _append_delete_row() called directly is refused: 42501');
 SELECT throws_ok($$SELECT * FROM statesman.current('priv', 'p/1')$$, '42501', NULL, 'nobody: current() is refused: 42501');
 SELECT throws_ok($$SELECT * FROM statesman.history('priv', 'p/1')$$, '42501', NULL, 'nobody: history() is refused: 42501');
 SELECT throws_ok($$SELECT * FROM statesman.read_feed(NULL, 100, 'priv')$$, '42501', NULL, 'nobody: read_feed() is refused: 42501');
@@ -316,7 +325,23 @@ SELECT lives_ok($$SELECT statesman.append('privw', 'w/1', '{"by": "writer"}')$$,
 SELECT lives_ok($$SELECT statesman.append_bytes('privw', 'w/2', '\x01', 'application/octet-stream')$$, 'writer: append_bytes()');
 SELECT lives_ok($$SELECT statesman.append_delete('privw', 'w/1')$$, 'writer: append_delete()');
 SELECT throws_ok($$SELECT * FROM statesman.read_feed(NULL, 100)$$, '42501', NULL, 'writer: read_feed() is not part of the grant: 42501');
+-- A plan kept from before a REVOKE (it calls append()'s plain twin) refuses after it.
+PREPARE priv_writer_append AS SELECT statesman.append('privw', 'w/3', '{"by": "writer"}');
+SELECT lives_ok($$EXECUTE priv_writer_append$$, 'writer: a prepared append()');
 RESET ROLE;
+REVOKE EXECUTE ON FUNCTION statesman.append(text, text, jsonb, text, text, text, text, integer, text, text, text,
+    jsonb, text, timestamptz, timestamptz) FROM pgtap_sm_writer;
+SET ROLE pgtap_sm_writer;
+SELECT throws_ok($$EXECUTE priv_writer_append$$, '42501', 'permission denied for function append',
+    'writer: after the REVOKE, the prepared append() is refused: 42501');
+DEALLOCATE priv_writer_append;
+RESET ROLE;
+GRANT EXECUTE ON FUNCTION statesman.append(text, text, jsonb, text, text, text, text, integer, text, text, text,
+    jsonb, text, timestamptz, timestamptz) TO pgtap_sm_writer;
+SELECT is((SELECT count(*) FROM statesman.history WHERE root = 'privw' AND path = 'w/3'), 1::bigint,
+    'writer: the prepared append() wrote once, before the REVOKE');
+SELECT is((SELECT count(*) FROM statesman.history WHERE path = 'nobody/3'), 0::bigint,
+    'nobody: the plain twins wrote nothing');
 SET ROLE pgtap_sm_feedreader;
 SELECT is((SELECT count(*) FROM statesman.read_feed(NULL, 100, 'priv')), 5::bigint,
     'feed reader (granted read_feed, history, current): read_feed() (inside a transaction block: what is sequenced)');

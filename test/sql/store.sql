@@ -416,3 +416,67 @@ SELECT revision, status FROM statesman.history WHERE root = 'dropped' AND path =
 ROLLBACK;
 RESET plan_cache_mode;
 DEALLOCATE dropped_status;
+
+--
+-- A call in a select list runs as a call of the function's plain twin (_append_row,
+-- _append_bytes_row, _append_delete_row: not a set, one composite value) when that changes
+-- nothing the statement does: one set-returning call in the select list, the same function not
+-- also in FROM. Otherwise the call stays a set: `(append(…)).*` (two equal calls that run once),
+-- next to another set-returning function (its row on the first row only), and in FROM.
+--
+SELECT p.proname, p.proretset, p.proargtypes = d.proargtypes AS same_arguments,
+       pg_get_function_result(p.oid) AS result,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public_may_execute
+  FROM pg_proc p
+  JOIN pg_proc d ON d.pronamespace = p.pronamespace AND '_' || d.proname || '_row' = p.proname
+ WHERE p.pronamespace = 'statesman'::regnamespace ORDER BY 1;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT statesman.append('plaincall', 'a', '{"n": 1}');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT (statesman.append('plaincall', 'a', '{"n": 1}')).revision;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT statesman.append_bytes('plaincall', 'b', '\x01', 'text/plain', partition => 'p1');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT statesman.append_delete('plaincall', 'a', status => 'gone');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT statesman.append('plaincall', 'g' || g, '{}') FROM generate_series(1, 3) g;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT (statesman.append('plaincall', 'a', '{"n": 1}')).*;
+EXPLAIN (VERBOSE, COSTS OFF) SELECT statesman.append('plaincall', 'a', '{"n": 1}'), generate_series(1, 3);
+EXPLAIN (VERBOSE, COSTS OFF) SELECT statesman.append('plaincall', 'a', '{"n": 1}') FROM statesman.append('plaincall', 'b', '{}');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT statesman.append('plaincall', 'a', '{}'), statesman.append('plaincall', 'b', '{}');
+EXPLAIN (VERBOSE, COSTS OFF) SELECT (SELECT statesman.append('plaincall', 'a', '{}'));
+BEGIN;
+-- What each returns and writes.
+SELECT statesman.append('plaincall', 'a', '{"n": 1}');
+SELECT (statesman.append('plaincall', 'a', '{"n": 2}')).revision;
+SELECT statesman.append_bytes('plaincall', 'b', '\x01', 'text/plain', partition => 'p1');
+SELECT statesman.append_delete('plaincall', 'a', status => 'gone');
+SELECT statesman.append('plaincall', 'g' || g, '{}') FROM generate_series(1, 3) g;
+SELECT (statesman.append('plaincall', 'star', '{"n": 1}')).*;
+SELECT statesman.append('plaincall', 'beside', '{"n": 1}'), generate_series(1, 3);
+SELECT (SELECT statesman.append('plaincall', 'sub', '{}')) FROM generate_series(1, 2);
+SELECT address, revision, operation, status, convert_from(payload, 'UTF8') AS payload, content_type
+  FROM statesman.history WHERE root = 'plaincall' ORDER BY address, revision;
+ROLLBACK;
+-- The twins check EXECUTE on their declared function (the executor checks only the twin's,
+-- open to PUBLIC): called directly, or from a plan kept across a REVOKE. All in one transaction,
+-- rolled back (each refusal rolls back to the statement's savepoint).
+\set ON_ERROR_ROLLBACK on
+BEGIN;
+CREATE ROLE regress_plain_writer;
+GRANT USAGE ON SCHEMA statesman TO regress_plain_writer;
+GRANT EXECUTE ON FUNCTION statesman.append(text, text, jsonb, text, text, text, text, integer, text, text, text,
+    jsonb, text, timestamptz, timestamptz) TO regress_plain_writer;
+SET ROLE regress_plain_writer;
+PREPARE plain_append AS SELECT statesman.append('plainpriv', 'a', '{}');
+EXECUTE plain_append;
+SELECT statesman._append_row('plainpriv', 'b', '{}', '', 'put', 'ok', NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL);
+SELECT statesman._append_delete_row('plainpriv', 'a', '', 'ok', NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+RESET ROLE;
+REVOKE EXECUTE ON FUNCTION statesman.append(text, text, jsonb, text, text, text, text, integer, text, text, text,
+    jsonb, text, timestamptz, timestamptz) FROM regress_plain_writer;
+SET ROLE regress_plain_writer;
+EXECUTE plain_append;
+SELECT statesman._append_row('plainpriv', 'c', '{}', '', 'put', 'ok', NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL);
+RESET ROLE;
+DEALLOCATE plain_append;
+SELECT address, revision FROM statesman.history WHERE root = 'plainpriv' ORDER BY address, revision;
+ROLLBACK;
+\unset ON_ERROR_ROLLBACK
