@@ -2125,7 +2125,8 @@ ALTER FUNCTION statesman.append_delete(text, text, text, text, text, integer, te
 -- call in the list, not also in FROM): a set-returning call has its row type rebuilt from
 -- pg_proc and a one-row result set made at every execution. Open to PUBLIC because a plan that
 -- calls a twin is checked for EXECUTE on the twin; each twin checks EXECUTE on its declared
--- function itself, at every call, and refuses as that function would (42501).
+-- function itself, once per execution as the executor would, and refuses as that function
+-- would (42501).
 CREATE FUNCTION statesman._append_row(
     root text, path text, payload jsonb, partition text, operation text, status text,
     value_type text, schema_version integer, source text, correlation_id text, causation_id text,

@@ -69,6 +69,7 @@ PG_FUNCTION_INFO_V1(statesman_roots_changed);
 }
 
 #include <cstring>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -169,7 +170,8 @@ struct InsertShape {
 InsertShape insert_shape;
 // The ledger's catalog facts (Ledger, below), kept like the shape.
 bool ledger_known = false;
-// The append functions' result row type (ReturnAppendResult), in TopMemoryContext.
+// The append functions' result row type, (address, revision) as pg_proc declares it, registered
+// (BlessTupleDesc) for the plain twins' composite values; in TopMemoryContext (AppendResultDesc).
 TupleDesc result_desc = nullptr;
 // For each append function (in the order of kAppendShapes): its plain twin, as the planner's
 // support last looked it up (see PlainTwin), and, for a twin, the declared function whose
@@ -224,9 +226,6 @@ char *InstalledVersion() {
   return version;
 }
 
-// The library appends only to the SQL objects of its own version (the statements below and
-// statesman._prune are this version's). On an older version's objects, between installing a new
-// build and ALTER EXTENSION statesman UPDATE, an append fails before it writes anything.
 // Has every catalog fact above forgotten at any change of a function or a relation. Plain
 // PostgreSQL code: run it under pg::Call.
 void RegisterForgetting() {
@@ -236,6 +235,9 @@ void RegisterForgetting() {
   version_callbacks_registered = true;
 }
 
+// The library appends only to the SQL objects of its own version (the statements below and
+// statesman._prune are this version's). On an older version's objects, between installing a new
+// build and ALTER EXTENSION statesman UPDATE, an append fails before it writes anything.
 void CheckInstalledVersion() {
   if (installed_version_checked) return;
   char *installed = Call([] {
@@ -293,10 +295,11 @@ struct AppendShape {
   int required;
   int first_common;
   bool has_operation;
+  const char *plain_twin;  // its plain twin (see SimplifiedCall)
 };
-constexpr AppendShape kAppend{"append", 15, 3, 3, true};
-constexpr AppendShape kAppendBytes{"append_bytes", 17, 4, 5, true};
-constexpr AppendShape kAppendDelete{"append_delete", 13, 2, 2, false};
+constexpr AppendShape kAppend{"append", 15, 3, 3, true, "_append_row"};
+constexpr AppendShape kAppendBytes{"append_bytes", 17, 4, 5, true, "_append_bytes_row"};
+constexpr AppendShape kAppendDelete{"append_delete", 13, 2, 2, false, "_append_delete_row"};
 
 // Whether the call has no argument argno: the planner dropped the trailing arguments that held
 // the values an append function reads for them (statesman_append_support): NULL, or for
@@ -942,27 +945,34 @@ AppendResult AppendRecord(AppendRequest &req) {
   });
 }
 
+// The result row type of the append function (or plain twin) called: built from pg_proc once,
+// not at every call (and again after any change of a function, see ForgetVersionCheck). The
+// three functions and their twins declare the same OUT columns. Plain PostgreSQL code.
+TupleDesc AppendResultDesc(FunctionCallInfo fcinfo) {
+  if (result_desc == nullptr) {
+    TupleDesc desc = nullptr;
+    if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
+      elog(ERROR, "statesman: an append function must return a row type");
+    MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
+    result_desc = BlessTupleDesc(CreateTupleDescCopy(desc));
+    MemoryContextSwitchTo(old);
+  }
+  return result_desc;
+}
+
 // Returns the one (address, revision) row of an append as a materialized set. What
-// InitMaterializedSRF does, without building the result's row type from pg_proc on every
-// call: it is built once (and again after any change of a function, see ForgetVersionCheck).
+// InitMaterializedSRF does, without building the result's row type from pg_proc on every call.
 Datum ReturnAppendResult(FunctionCallInfo fcinfo, AppendResult result) {
   ReturnSetInfo *rsinfo = reinterpret_cast<ReturnSetInfo *>(fcinfo->resultinfo);
   if (rsinfo == nullptr || !IsA(rsinfo, ReturnSetInfo) || (rsinfo->allowedModes & SFRM_Materialize) == 0 ||
       rsinfo->expectedDesc == nullptr) {
     InitMaterializedSRF(fcinfo, 0);  // raises the error that fits
   } else {
-    if (result_desc == nullptr) {
-      TupleDesc desc = nullptr;
-      if (get_call_result_type(fcinfo, nullptr, &desc) != TYPEFUNC_COMPOSITE)
-        elog(ERROR, "statesman: an append function must return a row type");
-      MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-      result_desc = CreateTupleDescCopy(desc);
-      MemoryContextSwitchTo(old);
-    }
+    TupleDesc desc = AppendResultDesc(fcinfo);
     MemoryContext old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
     rsinfo->returnMode = SFRM_Materialize;
     rsinfo->setResult = tuplestore_begin_heap((rsinfo->allowedModes & SFRM_Materialize_Random) != 0, false, work_mem);
-    rsinfo->setDesc = CreateTupleDescCopy(result_desc);
+    rsinfo->setDesc = CreateTupleDescCopy(desc);
     MemoryContextSwitchTo(old);
   }
   Datum values[2] = {CStringGetTextDatum(result.address), Int64GetDatum(result.revision)};
@@ -971,21 +981,12 @@ Datum ReturnAppendResult(FunctionCallInfo fcinfo, AppendResult result) {
   return static_cast<Datum>(0);
 }
 
-// The (address, revision) row of an append as one composite value, for the plain twins. Its row
-// type is built and registered (BlessTupleDesc) once per session. Plain PostgreSQL code.
-Datum ReturnAppendRow(AppendResult result) {
-  static TupleDesc row_desc = nullptr;
-  if (row_desc == nullptr) {
-    MemoryContext old = MemoryContextSwitchTo(TopMemoryContext);
-    TupleDesc desc = CreateTemplateTupleDesc(2);
-    TupleDescInitEntry(desc, 1, "address", TEXTOID, -1, 0);
-    TupleDescInitEntry(desc, 2, "revision", INT8OID, -1, 0);
-    row_desc = BlessTupleDesc(desc);
-    MemoryContextSwitchTo(old);
-  }
+// The (address, revision) row of an append as one composite value, for the plain twins. Plain
+// PostgreSQL code.
+Datum ReturnAppendRow(FunctionCallInfo fcinfo, AppendResult result) {
   Datum values[2] = {CStringGetTextDatum(result.address), Int64GetDatum(result.revision)};
   bool nulls[2] = {false, false};
-  return HeapTupleGetDatum(heap_form_tuple(row_desc, values, nulls));
+  return HeapTupleGetDatum(heap_form_tuple(AppendResultDesc(fcinfo), values, nulls));
 }
 
 // Serialises a jsonb payload as its UTF-8 text, stored as bytes.
@@ -1033,10 +1034,18 @@ void ReadCommonArgs(AppendRequest &req, FunctionCallInfo fcinfo, const AppendSha
 // the call into one of the function's plain twin (statesman._append_row, _append_bytes_row,
 // _append_delete_row): the same C code, the same arguments, one composite value returned. The
 // executor checks EXECUTE on the twin, which is open to PUBLIC; the twin checks EXECUTE on the
-// declared function itself, at every call (CheckDeclaredPrivilege), so a plan that outlives a
-// REVOKE or a SET ROLE still refuses whom the declared function would refuse.
+// declared function itself, at each execution as the executor would (CheckDeclaredPrivilege), so
+// a plan that outlives a REVOKE or a SET ROLE still refuses whom the declared function would.
 
 constexpr const AppendShape *kAppendShapes[] = {&kAppend, &kAppendBytes, &kAppendDelete};
+static_assert(std::size(kAppendShapes) == kAppendFunctions);
+
+// The place of an append function's shape in kAppendShapes (and in the caches that follow it).
+int ShapeIndex(const AppendShape &shape) {
+  int k = 0;
+  while (kAppendShapes[k] != &shape) ++k;
+  return k;
+}
 
 // Whether arg is the constant that the function reads when argument argno is missing.
 bool HoldsDropped(const AppendShape &shape, int argno, Node *arg) {
@@ -1053,9 +1062,6 @@ bool HoldsDropped(const AppendShape &shape, int argno, Node *arg) {
   return len == std::strlen(dropped) && std::memcmp(VARDATA_ANY(t), dropped, len) == 0;
 }
 
-// The plain twins' names, in the order of kAppendShapes.
-constexpr const char *kPlainTwinNames[] = {"_append_row", "_append_bytes_row", "_append_delete_row"};
-
 // statesman.<name> with the argument types of function fn, or InvalidOid. Plain PostgreSQL code.
 Oid SameArgsFunction(Oid fn, const char *name) {
   HeapTuple tuple = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
@@ -1067,12 +1073,13 @@ Oid SameArgsFunction(Oid fn, const char *name) {
   return found;
 }
 
-// The plain twin of append function k (declared as fn), or InvalidOid when the installed SQL has
-// none. Plain PostgreSQL code.
-Oid PlainTwin(int k, Oid fn) {
+// The plain twin of an append function (fn, of that shape), or InvalidOid when the installed SQL
+// has none. Plain PostgreSQL code.
+Oid PlainTwin(const AppendShape &shape, Oid fn) {
+  int k = ShapeIndex(shape);
   if (!plain_twin_known[k]) {
     RegisterForgetting();
-    plain_twin[k] = SameArgsFunction(fn, kPlainTwinNames[k]);
+    plain_twin[k] = SameArgsFunction(fn, shape.plain_twin);
     plain_twin_known[k] = true;
   }
   return plain_twin[k];
@@ -1132,17 +1139,17 @@ bool PlainCallIsSafe(const PlannerInfo *root, Oid fn) {
 Node *SimplifiedCall(const PlannerInfo *root, const FuncExpr *call) {
   if (get_func_namespace(call->funcid) != get_namespace_oid("statesman", true)) return nullptr;
   const char *name = get_func_name(call->funcid);
-  int k = -1;
-  for (int i = 0; i < kAppendFunctions; ++i)
-    if (name != nullptr && std::strcmp(kAppendShapes[i]->name, name) == 0) k = i;
-  if (k < 0) return nullptr;
-  const AppendShape &shape = *kAppendShapes[k];
+  const AppendShape *found = nullptr;
+  for (const AppendShape *s : kAppendShapes)
+    if (name != nullptr && std::strcmp(s->name, name) == 0) found = s;
+  if (found == nullptr) return nullptr;
+  const AppendShape &shape = *found;
   int nargs = list_length(call->args);
   if (nargs != shape.declared) return nullptr;
   int keep = nargs;
   while (keep > shape.required && HoldsDropped(shape, keep - 1, static_cast<Node *>(list_nth(call->args, keep - 1))))
     --keep;
-  Oid twin = call->funcretset && PlainCallIsSafe(root, call->funcid) ? PlainTwin(k, call->funcid) : InvalidOid;
+  Oid twin = call->funcretset && PlainCallIsSafe(root, call->funcid) ? PlainTwin(shape, call->funcid) : InvalidOid;
   if (keep == nargs && !OidIsValid(twin)) return nullptr;
   FuncExpr *simpler =
       makeFuncExpr(OidIsValid(twin) ? twin : call->funcid, call->funcresulttype,
@@ -1153,19 +1160,24 @@ Node *SimplifiedCall(const PlannerInfo *root, const FuncExpr *call) {
   return reinterpret_cast<Node *>(simpler);
 }
 
-// For the plain twin of append function k: the caller's EXECUTE privilege on the declared
-// function, as the executor checks it for a call of that function (the same error, 42501).
-// Plain PostgreSQL code.
-void CheckDeclaredPrivilege(FunctionCallInfo fcinfo, int k) {
+// For the plain twin of an append function (of that shape): the caller's EXECUTE privilege on the
+// declared function, as the executor checks it for a call of that function: once each time the
+// call is set up for an execution (its FmgrInfo is new then; fn_extra marks it checked), with the
+// same error (42501). Plain PostgreSQL code.
+void CheckDeclaredPrivilege(FunctionCallInfo fcinfo, const AppendShape &shape) {
+  static char checked;
+  if (fcinfo->flinfo->fn_extra == &checked) return;
+  int k = ShapeIndex(shape);
   if (!OidIsValid(declared_function[k])) {
     RegisterForgetting();
-    Oid fn = SameArgsFunction(fcinfo->flinfo->fn_oid, kAppendShapes[k]->name);
-    if (!OidIsValid(fn)) elog(ERROR, "statesman: %s has no declared function", kPlainTwinNames[k]);
+    Oid fn = SameArgsFunction(fcinfo->flinfo->fn_oid, shape.name);
+    if (!OidIsValid(fn)) elog(ERROR, "statesman: %s has no declared function", shape.plain_twin);
     declared_function[k] = fn;
   }
   AclResult allowed = pg_proc_aclcheck(declared_function[k], GetUserId(), ACL_EXECUTE);
   if (allowed != ACLCHECK_OK) aclcheck_error(allowed, OBJECT_FUNCTION, get_func_name(declared_function[k]));
   InvokeFunctionExecuteHook(declared_function[k]);
+  fcinfo->flinfo->fn_extra = &checked;
 }
 
 }  // namespace
@@ -1272,18 +1284,18 @@ extern "C" Datum statesman_append_delete(PG_FUNCTION_ARGS) {
 // (the planner's support turns a call into one where that is safe; see SimplifiedCall). The
 // same arguments; the (address, revision) row as one value.
 extern "C" Datum statesman_append_row(PG_FUNCTION_ARGS) {
-  statesman::pg::CheckDeclaredPrivilege(fcinfo, 0);
-  return statesman::pg::ReturnAppendRow(AppendJsonb(fcinfo));
+  statesman::pg::CheckDeclaredPrivilege(fcinfo, statesman::pg::kAppend);
+  return statesman::pg::ReturnAppendRow(fcinfo, AppendJsonb(fcinfo));
 }
 
 extern "C" Datum statesman_append_bytes_row(PG_FUNCTION_ARGS) {
-  statesman::pg::CheckDeclaredPrivilege(fcinfo, 1);
-  return statesman::pg::ReturnAppendRow(AppendBytes(fcinfo));
+  statesman::pg::CheckDeclaredPrivilege(fcinfo, statesman::pg::kAppendBytes);
+  return statesman::pg::ReturnAppendRow(fcinfo, AppendBytes(fcinfo));
 }
 
 extern "C" Datum statesman_append_delete_row(PG_FUNCTION_ARGS) {
-  statesman::pg::CheckDeclaredPrivilege(fcinfo, 2);
-  return statesman::pg::ReturnAppendRow(AppendDelete(fcinfo));
+  statesman::pg::CheckDeclaredPrivilege(fcinfo, statesman::pg::kAppendDelete);
+  return statesman::pg::ReturnAppendRow(fcinfo, AppendDelete(fcinfo));
 }
 
 // statesman._append_support(internal) → internal: the append functions' SUPPORT function. To a
