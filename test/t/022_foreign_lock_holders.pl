@@ -18,12 +18,11 @@ use warnings;
 
 use FindBin;
 use lib $FindBin::RealBin;
-use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
-use Statesman::Node qw(statesman_node wait_until wait_for);
+use Statesman::Node qw(statesman_node wait_until wait_for hold_session);
 
 my $ttl   = 3;    # seconds: lease_ttl of both outboxes
 my $poll  = 1;    # seconds: their poll_interval
@@ -46,20 +45,7 @@ query(
 wait_for($node, q{SELECT count(*) = 2 FROM statesman.outbox_status WHERE state = 'leading'},
 	'both outboxes have a leader');
 
-# A psql session as $role that runs $sql and then stays open, idle; returns (handle, pid).
-sub hold
-{
-	my ($role, $sql) = @_;
-	my %s = (in => '', out => '', err => '');
-	$s{h} = IPC::Run::start(
-		[ 'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-U', $role, '-d', $node->connstr('postgres') . " application_name=$role-app", '-f', '-' ],
-		'<', \$s{in}, '>', \$s{out}, '2>', \$s{err},
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-	$s{in} .= "SELECT 'pid=' || pg_backend_pid();\n$sql\n\\echo held\n";
-	$s{h}->pump until $s{out} =~ /held/;
-	my ($pid) = $s{out} =~ /pid=(\d+)/;
-	return (\%s, $pid);
-}
+sub hold { return hold_session($node, @_); }
 
 # An application's open transaction that appended (its address key stays held).
 my ($writer, $writer_pid) = hold($node->safe_psql('postgres', 'SELECT current_user'),

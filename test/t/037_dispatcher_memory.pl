@@ -6,7 +6,8 @@
 # tens of ms from the burst's commit until it is back near where it was before. The test
 # checks that the burst's pages did take memory (else it would prove nothing), that the memory
 # comes back down, twice (a second burst after the first give-back), that it also comes back
-# while the dispatcher backs off from a sink that refuses a page (a third burst), and that the
+# while the dispatcher backs off from a sink that refuses a page (a third burst) and while it
+# stands by after losing its lease in the middle of a drain (a fourth), and that the
 # dispatcher still delivers afterwards. Without the give-back the first burst's 25 MB stay.
 
 use strict;
@@ -18,7 +19,7 @@ use Time::HiRes qw(time usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Statesman::Node qw(statesman_node wait_for);
+use Statesman::Node qw(statesman_node wait_for hold_session session_holds);
 
 my $node = statesman_node('dispatcher_memory');
 sub query { return $node->safe_psql('postgres', $_[0]); }
@@ -48,6 +49,7 @@ sub rss_anon
 }
 
 my $delivered = 20;
+my $idle      = rss_anon();    # before any burst
 for my $burst (1, 2)
 {
 	my $before = rss_anon();
@@ -122,6 +124,79 @@ query(
 		'burst 3: once the sink accepts, every record is delivered');
 	is(query(q{SELECT leader_pid FROM statesman.outbox_status WHERE outbox_id = 'mem'}),
 		$pid, 'burst 3: the same dispatcher delivered it');
+}
+
+# A fourth burst, in the middle of which the dispatcher loses its lease: the sink holds the
+# third page (a trigger waits for a lock the test holds) while the test clears the lease row
+# and queues for the lease lock. Once the page is in, the dispatcher's renewal fails, it lets
+# the lock go, the test's session takes it, and the dispatcher stands by with two pages still
+# to deliver. Standing by, it must give the memory of the pages it read back; once the lease
+# lock is free again, it takes the lease back and delivers the rest.
+query(
+	q{
+	CREATE FUNCTION public.hold_page() RETURNS trigger LANGUAGE plpgsql AS $$
+	BEGIN
+	    IF NEW.message_id LIKE '%/burst4/2001#%' THEN
+	        PERFORM pg_advisory_lock_shared(37037);
+	        PERFORM pg_advisory_unlock_shared(37037);
+	    END IF;
+	    RETURN NEW;
+	END $$;
+	CREATE TRIGGER hold_page BEFORE INSERT ON public.sink_mem FOR EACH ROW EXECUTE FUNCTION public.hold_page();
+	SELECT statesman.alter_outbox('mem', lease_renew_interval => '1 s');
+});
+{
+	my $superuser = query('SELECT current_user');
+	my ($page_lock) = hold_session($node, $superuser, 'SELECT pg_advisory_lock(37037);');
+	# The third burst's last pages' memory goes back a second after they were read.
+	my $t1 = time;
+	usleep(100_000) while rss_anon() > $idle + 4096 && time - $t1 < 10;
+	my $before = rss_anon();
+	query(
+		q{SELECT count(*) FROM (SELECT statesman.append('mem', 'burst4/' || i,
+		       jsonb_build_object('blob', repeat(md5(i::text), 128))) FROM generate_series(1, 5000) i) a});
+	wait_for($node,
+		qq{SELECT count(*) = 1 FROM pg_locks WHERE pid = $pid AND locktype = 'advisory' AND objid = 37037 AND NOT granted},
+		'burst 4: the sink holds the third page');
+	my $held = rss_anon();
+	is(query('SELECT count(*) FROM public.sink_mem'), $delivered + 2000, 'burst 4: two pages are delivered');
+
+	# The lease row no longer names the dispatcher, and the test waits for the lease lock.
+	query(q{UPDATE statesman.leases SET holder_pid = NULL WHERE outbox_id = 'mem'});
+	my ($taker) = hold_session($node, $superuser,
+		q{SELECT pg_advisory_lock(statesman._lock_space('lease'), statesman._lease_key('mem'));}, 0);
+	usleep(1_100_000);    # past the renewal interval
+	$page_lock->{h}->kill_kill;
+	# outbox_status names the lease lock's holder, the test's session, as the leader: the
+	# dispatcher's own word is in outbox_state.
+	wait_for($node,
+		qq{SELECT dispatcher_pid = $pid AND dispatcher_state = 'standby' FROM statesman.outbox_state WHERE outbox_id = 'mem'},
+		'burst 4: the dispatcher lost its lease and stands by');
+	ok(session_holds($taker), "burst 4: the test's session holds the lease lock");
+	my ($low, $t0) = (undef, time);
+	while (time - $t0 < 8)
+	{
+		my $now = rss_anon();
+		$low = $now if !defined $low || $now < $low;
+		last if $low <= $before + 4096;
+		usleep(20_000);
+	}
+	my ($in_sink, $state) = split /\|/,
+	  query(q{SELECT (SELECT count(*) FROM public.sink_mem), dispatcher_state FROM statesman.outbox_state WHERE outbox_id = 'mem'});
+	note("burst 4: RssAnon ${before} kB before, ${held} kB while the sink held a page, ${low} kB at least standing by");
+	cmp_ok($held, '>', $before + 8192, 'burst 4: the pages read took more than 8 MB');
+	is($in_sink, $delivered + 3000, 'burst 4: standing by, the last two pages are not delivered');
+	is($state, 'standby', 'burst 4: still standing by');
+	cmp_ok($low, '<=', $before + 4096, 'burst 4: the memory goes back while the dispatcher stands by');
+	like(slurp_file($node->logfile), qr/statesman: outbox "mem": lease lost; standing by/,
+		'burst 4: the log says the lease was lost');
+
+	$taker->{h}->kill_kill;
+	$delivered += 5000;
+	wait_for($node, qq{SELECT count(*) = $delivered FROM public.sink_mem},
+		'burst 4: once the lease lock is free, every record is delivered');
+	is(query(q{SELECT leader_pid FROM statesman.outbox_status WHERE outbox_id = 'mem'}),
+		$pid, 'burst 4: the same dispatcher took the lease back and delivered it');
 }
 
 query(q{SELECT statesman.append('mem', 'after', '{"n": 2}')});

@@ -1,8 +1,9 @@
 # What the Perl TAP tests share: a cluster with statesman preloaded, polling a condition,
-# an outbox's status, and background writers whose acknowledged appends are counted.
+# an outbox's status, background writers whose acknowledged appends are counted, and
+# sessions that stay open holding what they took.
 #
 #   use Statesman::Node qw(statesman_node wait_until wait_for outbox_status
-#                          start_writer acked sink_vs_cursor);
+#                          start_writer acked sink_vs_cursor hold_session session_holds);
 package Statesman::Node;
 
 use strict;
@@ -16,7 +17,8 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 
 our @EXPORT_OK =
-  qw(statesman_node wait_until wait_for outbox_status start_writer acked sink_vs_cursor);
+  qw(statesman_node wait_until wait_for outbox_status start_writer acked sink_vs_cursor hold_session
+  session_holds);
 
 # A new cluster named $name with statesman preloaded (the launcher looks for databases every
 # second; room for its workers), started. $extra: more postgresql.conf lines; %init: options
@@ -99,6 +101,38 @@ sub start_writer
 		'>', $h{out}, '2>', $h{err},
 		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default * 2));
 	return \%h;
+}
+
+# A psql session of $node as $role that runs $sql and then stays open, idle, holding what $sql
+# took (session-level advisory locks, an open transaction) until its handle is killed
+# ($session->{h}->kill_kill). Returns ($session, its backend pid) once $sql has run; with
+# $wait false, as soon as the session has started, while $sql may still wait (for a lock, say):
+# then session_holds($session) tells when it has run.
+sub hold_session
+{
+	my ($node, $role, $sql, $wait) = @_;
+	$wait //= 1;
+	my %s = (in => '', out => '', err => '');
+	$s{h} = IPC::Run::start(
+		[
+			'psql', '-XAtq', '-v', 'ON_ERROR_STOP=1', '-U', $role, '-d',
+			$node->connstr('postgres') . " application_name=$role-app", '-f', '-'
+		],
+		'<', \$s{in}, '>', \$s{out}, '2>', \$s{err},
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	$s{in} .= "SELECT 'pid=' || pg_backend_pid();\n$sql\n\\echo held\n";
+	$s{h}->pump until $s{out} =~ /pid=(\d+)/;
+	my $pid = $1;
+	$s{h}->pump until !$wait || $s{out} =~ /held/;
+	return (\%s, $pid);
+}
+
+# Whether a session of hold_session has run its SQL (it is now holding what it took).
+sub session_holds
+{
+	my ($s) = @_;
+	$s->{h}->pump_nb;
+	return $s->{out} =~ /held/ ? 1 : 0;
 }
 
 # The message ids a writer's psql printed: the appends whose commit it saw acknowledged.
