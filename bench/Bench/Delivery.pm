@@ -394,13 +394,17 @@ sub read_script
 }
 
 # The script of a read_feed drain of $total records from the start of the feed: one page of
-# READ_PAGE per statement, each message rendered to text as a client receives it; it prints
-# the records read. Also Bench::PgQ's drains paired with PgQ's.
+# READ_PAGE per statement, each message rendered to text as a client receives it (with $render
+# false: the rows only counted, read_feed building every message all the same); it prints the
+# records read. Also Bench::PgQ's drains paired with PgQ's.
 sub read_drain_script
 {
-	my ($b, $name, $total) = @_;
+	my ($b, $name, $total, $render) = @_;
+	$render //= 1;
 	return read_script($b, $name, int($total / $READ_PAGE) + 1,
-		"SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total, sum(octet_length(message::text)) AS bytes FROM statesman.read_feed(:after, $READ_PAGE)");
+		    "SELECT COALESCE(max(global_position), :after) AS after, :total + count(*) AS total"
+		  . ($render ? ', sum(octet_length(message::text)) AS bytes' : '')
+		  . " FROM statesman.read_feed(:after, $READ_PAGE)");
 }
 
 # The same drain of $table, a plain table of read_feed's rows with a unique index on
@@ -619,6 +623,12 @@ sub summary
 			  . sprintf('%.2f', $rf) . "×, pairs $rf_per) | "
 			  . rate_cell(@$st_rates) . ' | ' . rate_cell(@{ $P->{read_rates} }) . ' | '
 			  . sprintf('%.2f', $st) . '× | — | — |';
+		}
+		if (my ($un, $un_per, $un_rates, $rf_us, $pq_us) = Bench::PgQ::unrendered_vs_pgq($R))
+		{
+			push @o, "| 2 | reference: the same two drains with the rows counted only, not rendered to text (`read_feed` still builds every message), records/s (paired runs: $un_per; rendering adds $rf_us µs a record to `read_feed`'s drain and $pq_us µs an event to PgQ's) | "
+			  . rate_cell(@$un_rates) . ' | ' . rate_cell(@{ $P->{count_rates} }) . ' | '
+			  . sprintf('%.2f', $un) . '× | — | — |';
 		}
 		push @o,
 		  "| 2 | drain of $N records to the `table` sink vs PgQ's batches inserted into a table of the same shape, records/s | "

@@ -123,17 +123,19 @@ END { pgqd_stop(); }
 # A psql script that takes $batches batches, one transaction each (next_batch,
 # get_batch_events, finish_batch), and ends with a line "total|min_batch|max_batch|done"
 # (done: next_batch had nothing more). Mode `read` renders every event row to text and counts
-# it, as a client receiving it would (the counterpart of the read_feed drain); mode `table`
-# inserts each event into $target, a table of the `table` sink's shape, as a JSON object (the
-# counterpart of the `table` sink).
+# it, as a client receiving it would (the counterpart of the read_feed drain); mode `count`
+# only counts the rows, which shows what rendering them costs; mode `table` inserts each event
+# into $target, a table of the `table` sink's shape, as a JSON object (the counterpart of the
+# `table` sink).
 sub consume_script
 {
 	my ($b, $name, $queue, $consumer, $batches, $mode, $target) = @_;
 	my $one = "BEGIN;\nSELECT pgq.next_batch('$queue', '$consumer') AS batch \\gset\n";
-	if ($mode eq 'read')
+	if ($mode eq 'read' || $mode eq 'count')
 	{
-		$one .= "SELECT :total + count(*) AS total, least(:minb, count(*)) AS minb, greatest(:maxb, count(*)) AS maxb,\n"
-		  . "       sum(octet_length(e::text)) AS bytes FROM pgq.get_batch_events(:batch) e \\gset\n";
+		$one .= "SELECT :total + count(*) AS total, least(:minb, count(*)) AS minb, greatest(:maxb, count(*)) AS maxb"
+		  . ($mode eq 'read' ? ",\n       sum(octet_length(e::text)) AS bytes" : '')
+		  . " FROM pgq.get_batch_events(:batch) e \\gset\n";
 	}
 	else
 	{
@@ -180,7 +182,7 @@ sub drain_run
 	}
 	my $rate = sprintf('%.0f', $P->{n} / ($t1 - $t0));
 	my $secs = sprintf('%.2f', $t1 - $t0);
-	push @{ $P->{ $mode eq 'read' ? 'read_rates' : 'table_rates' } }, $rate;
+	push @{ $P->{"${mode}_rates"} }, $rate;
 	$b->say("  [PgQ drain $r/$s->{drain_runs}, $mode] " . fmt_int($P->{n}) . " events in $secs s = " . fmt_int($rate) . ' events/s');
 	$b->q("DROP TABLE $target") if $target;
 	return;
@@ -204,8 +206,9 @@ sub paired_script
 	}
 	store_messages($b, $n);
 	return {
-		read_feed => Bench::Delivery::read_drain_script($b, 'read-drain-paired.sql', $n),
-		stored    => Bench::Delivery::stored_drain_script($b, 'stored-drain-paired.sql', $n, $STORED)
+		read_feed       => Bench::Delivery::read_drain_script($b, 'read-drain-paired.sql', $n),
+		stored          => Bench::Delivery::stored_drain_script($b, 'stored-drain-paired.sql', $n, $STORED),
+		read_feed_count => Bench::Delivery::read_drain_script($b, 'read-count-paired.sql', $n, 0)
 	};
 }
 
@@ -237,13 +240,14 @@ SQL
 	return;
 }
 
-# The read_feed drain and the stored messages' drain paired with PgQ's drain run $r.
+# The read_feed drain, the stored messages' drain and the read_feed drain without rendering,
+# paired with PgQ's drains (read, count) of run $r.
 sub paired_read_feed
 {
 	my ($b, $R, $files, $r) = @_;
 	my $s = $b->s;
 	my $n = $R->{delivery}{n};
-	for my $kind (qw(read_feed stored))
+	for my $kind (qw(read_feed stored read_feed_count))
 	{
 		$b->q('CHECKPOINT');
 		my ($got, $secs, $rate) = Bench::Delivery::timed_script($b, $files->{$kind});
@@ -285,6 +289,25 @@ sub stored_vs_pgq
 	return ($s, $s_per, $f, $f_per, $P->{paired_stored});
 }
 
+# The drains without rendering (rows counted only), paired: (read_feed ÷ PgQ, its pairs,
+# read_feed's rates, what rendering the rows to text adds per record in µs for read_feed and for
+# PgQ, each the median over the runs of 1e6/rendered rate − 1e6/unrendered rate); empty when
+# they did not run.
+sub unrendered_vs_pgq
+{
+	my ($R) = @_;
+	my $P = $R->{pgq};
+	return () unless $P && @{ $P->{paired_read_feed_count} // [] } && @{ $P->{count_rates} // [] };
+	my ($r, $per) = Bench::Format::paired_ratio($P->{paired_read_feed_count}, $P->{count_rates});
+	my $cost = sub {
+		my ($with, $without) = @_;
+		return sprintf('%.2f', med(map { 1e6 / $with->[$_] - 1e6 / $without->[$_] } 0 .. $#$without));
+	};
+	return ($r, $per, $P->{paired_read_feed_count},
+		$cost->($P->{paired_read_feed}, $P->{paired_read_feed_count}),
+		$cost->($P->{read_rates}, $P->{count_rates}));
+}
+
 sub ticks
 {
 	my ($b, $queue) = @_;
@@ -303,8 +326,8 @@ sub drain_measure
 	$b->q(join('',
 			"SELECT pgq.create_queue('bench_drain');\n",
 			"SELECT pgq.set_queue_config('bench_drain', 'ticker_max_count', '1');\n",
-			map { "SELECT pgq.register_consumer('bench_drain', 'read_$_');\n"
-				  . "SELECT pgq.register_consumer('bench_drain', 'table_$_');\n" } 1 .. $s->{drain_runs}));
+			map { "SELECT pgq.register_consumer('bench_drain', '${_}');\n" }
+			  map { ("read_$_", "count_$_", "table_$_") } 1 .. $s->{drain_runs}));
 	# One session (a second would let a tick take in part of another's transaction): 1,000
 	# events per transaction, the same ~108-byte payload as the other backlogs, then a tick.
 	my $file = $b->file('pgq-backlog.sql', <<"SQL");
@@ -346,6 +369,7 @@ SQL
 	{
 		paired_read_feed($b, $R, $pair, $r) if $pair;
 		drain_run($b, $R, $r, 'read');
+		drain_run($b, $R, $r, 'count');
 		drain_run($b, $R, $r, 'table');
 	}
 	$b->q("SELECT pgq.drop_queue('bench_drain', true)");
@@ -524,6 +548,8 @@ sub summary
 	return (
 		'| 2 | PgQ\'s drain of ' . fmt_int($P->{n}) . " events in batches of $BATCH (rows rendered to text), events/s | — | "
 		  . rate_cell(@{ $P->{read_rates} }) . ' | — | — | — |',
+		'| 2 | PgQ\'s drain of ' . fmt_int($P->{n}) . " events in batches of $BATCH, rows counted only (not rendered), events/s | — | "
+		  . rate_cell(@{ $P->{count_rates} }) . ' | — | — | — |',
 		'| 2 | PgQ\'s drain of ' . fmt_int($P->{n}) . ' events into a table of the `table` sink\'s shape, events/s | — | '
 		  . rate_cell(@{ $P->{table_rates} }) . ' | — | — | — |',
 		'| 3 | PgQ\'s commit → consumer latency at ' . fmt_int($s->{lat_rate}) . '/s, ms, p50 / p99, pgqd at its fastest | — | '
@@ -543,8 +569,8 @@ sub report
 	  '- drain: a backlog of ' . fmt_int($P->{n})
 	  . " events (the same ~108-byte payload as text, ≈ $P->{event_bytes} bytes per event row as text) appended by one session, $BATCH events per transaction, each followed by `pgq.ticker()` on the queue (no pgqd; `ticker_max_count` 1, so that each call ticks), so that every batch holds exactly $BATCH events (checked: "
 	  . fmt_int($P->{batches}) . ' ticks, and each batch\'s size); ' . fmt_int($P->{load_rate})
-	  . " events/s. `VACUUM ANALYZE`, then $s->{drain_runs} times two drains, each by a fresh consumer registered before the backlog: per batch one transaction of `next_batch`, `get_batch_events`, `finish_batch` from a psql script (`synchronous_commit` off), with",
-	  '  *read*: each event row rendered to text and counted (as a client receiving it; the counterpart of the `read_feed` drain) and *table*: each event inserted as a JSON object into a fresh table of the `table` sink\'s shape (the counterpart of the `table` sink). Rate = events / wall-clock time of the psql script.',
+	  . " events/s. `VACUUM ANALYZE`, then $s->{drain_runs} times three drains, each by a fresh consumer registered before the backlog: per batch one transaction of `next_batch`, `get_batch_events`, `finish_batch` from a psql script (`synchronous_commit` off), with",
+	  '  *read*: each event row rendered to text and counted (as a client receiving it; the counterpart of the `read_feed` drain); *count*: the rows counted only, not rendered (what the drain costs without the rows\' text; the counterpart of the `read_feed` drain counted only); and *table*: each event inserted as a JSON object into a fresh table of the `table` sink\'s shape (the counterpart of the `table` sink). Rate = events / wall-clock time of the psql script.',
 	  "- latency: $w windows per setting (each percentile the median over them, each window's p50 and p99 in the notes) of pgbench `-R $s->{lat_rate} -c $s->{clients} -T "
 	  . ($s->{lat_secs} + $TAIL_SECS)
 	  . "` of `pgq.insert_event` (one per transaction, `synchronous_commit` on), a consumer inside the server (a `DO` loop: `next_batch`; the batch inserted into a table of the `table` sink's shape and finished in one transaction, `synchronous_commit` off; $s->{pgq_poll_ms} ms sleep when there is no batch), after 3 s of unmeasured events; with pgqd at its defaults (`ticker_period` 1 s; the queue's `ticker_max_count` 500, `ticker_max_lag` 3 s) and at its fastest (`ticker_period` 0.01 s, `ticker_max_count` 1).",
@@ -565,6 +591,18 @@ sub report
 	}
 	push @o, '| drain of ' . fmt_int($P->{n}) . " events in batches of $BATCH, *read*, events/s, median (min–max) of $s->{drain_runs} | "
 	  . fmt_cell(@m) . " | $st | `read_feed` ≥ PgQ | $met | runs: " . int_list(@{ $P->{read_rates} }) . ' |';
+	if (@{ $P->{count_rates} // [] })
+	{
+		my ($cst, $note) = ('—', '');
+		if (my ($rat, $per, $rates, $rf_us, $pq_us) = unrendered_vs_pgq($R))
+		{
+			$cst = rate_cell(@$rates) . ' (`read_feed`, counted only): ' . sprintf('%.2f', $rat) . "× PgQ (paired runs: $per)";
+			$note = "; rendering to text adds $rf_us µs a record to `read_feed`'s drain (its message ≈ "
+			  . ($D->{read_msg_bytes} // '?') . " bytes) and $pq_us µs an event to PgQ's (its row ≈ $P->{event_bytes} bytes)";
+		}
+		push @o, '| drain of ' . fmt_int($P->{n}) . " events in batches of $BATCH, *count* (rows not rendered), events/s, median (min–max) of $s->{drain_runs} | "
+		  . rate_cell(@{ $P->{count_rates} }) . " | $cst | informational | — | runs: " . int_list(@{ $P->{count_rates} }) . "$note |";
+	}
 	$st = '—';
 	if ($D && @{ $D->{drain_rates} // [] })
 	{
